@@ -1,0 +1,42 @@
+# greylab: every target installs what it needs into .venv first.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+
+.PHONY: install demo test test-fast check format bench clean
+
+$(BIN)/.installed: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -c constraints.txt -e '.[dev]'
+	touch $@
+
+install: $(BIN)/.installed
+
+## demo: the main job on embedded defaults (local SQLite MLflow store, ephemeral Prefect)
+demo: install
+	$(BIN)/greylab demo
+
+## check: lint, format and types
+check: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+## test: checks, then every test (fast, slow and integration)
+test: check
+	$(BIN)/pytest -m "" -p no:cacheprovider
+
+## test-fast: the quick loop while developing
+test-fast: install
+	$(BIN)/pytest -m "not slow and not integration" -x -q
+
+format: install
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+bench: install
+	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf .greylab .pytest_cache .mypy_cache .ruff_cache

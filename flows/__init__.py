@@ -1,0 +1,1 @@
+"""Prefect flows, their pydantic parameter models and the `greylab` command line."""

@@ -1,0 +1,1 @@
+"""pandera contracts for every table that crosses a boundary, and their readers."""
