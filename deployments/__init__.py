@@ -1,0 +1,1 @@
+"""Deployments of greylab's flows (`prefect.yaml`) and the serving entry point."""

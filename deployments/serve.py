@@ -1,0 +1,66 @@
+"""Serve every deployment of `deployments/prefect.yaml` from one process (`greylab serve`).
+
+`prefect.yaml` stays the one description of deployments (entry points, schedules, default
+parameters); this module turns each entry into `flow.to_deployment(...)` and serves them all
+against the configured Prefect server (`PREFECT_API_URL`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from methods.errors import InputError
+
+PREFECT_YAML = Path(__file__).with_name("prefect.yaml")
+
+
+def load_definitions(path: Path = PREFECT_YAML) -> list[dict[str, Any]]:
+    spec = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return list(spec.get("deployments") or [])
+
+
+def load_flow(entrypoint: str) -> Any:
+    """`flows/press_flow.py:press_uncertainty` -> the flow object."""
+    file, sep, attribute = entrypoint.partition(":")
+    if not sep or not file.endswith(".py"):
+        raise InputError(f"entrypoint '{entrypoint}' must look like path/to/module.py:flow")
+    module = importlib.import_module(file.removesuffix(".py").replace("/", "."))
+    return getattr(module, attribute)
+
+
+def build_deployments(names: list[str] | None = None) -> list[Any]:
+    from prefect.schedules import Cron
+
+    deployments = []
+    for entry in load_definitions():
+        if names and entry["name"] not in names:
+            continue
+        flow = load_flow(entry["entrypoint"])
+        schedules = [
+            Cron(s["cron"], timezone=s.get("timezone"), active=s.get("active", True))
+            for s in entry.get("schedules") or []
+            if "cron" in s
+        ]
+        deployments.append(
+            flow.to_deployment(
+                name=entry["name"],
+                description=entry.get("description"),
+                tags=entry.get("tags"),
+                parameters=entry.get("parameters") or {},
+                schedules=schedules or None,
+            )
+        )
+    if names and len(deployments) != len(names):
+        known = [e["name"] for e in load_definitions()]
+        raise InputError(f"unknown deployment(s) in {names}; known: {known}")
+    return deployments
+
+
+def serve(names: list[str] | None = None) -> None:
+    from prefect import serve as prefect_serve
+
+    prefect_serve(*build_deployments(names))

@@ -1,0 +1,74 @@
+"""The `greylab` command line.
+
+Exit codes: 0 success; 2 bad input (a one-paragraph message on stderr, no traceback);
+1 internal failure (set `GREYLAB_DEBUG=1` for the traceback).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+from tasks.settings import apply_environment
+
+
+def build_app():  # -> typer.Typer (typer imported lazily, after the environment is set)
+    import typer
+
+    from flows import cli_press
+
+    app = typer.Typer(
+        name="greylab",
+        help="Experiment platform for grey-box models of machines.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+    app.add_typer(cli_press.app, name="press")
+    for module_name in ("cli_drive", "cli_inverse", "cli_ops"):
+        try:
+            module = __import__(f"flows.{module_name}", fromlist=["register"])
+        except ModuleNotFoundError as exc:
+            if exc.name != f"flows.{module_name}":
+                raise
+            continue
+        module.register(app)
+    return app
+
+
+def main(argv: list[str] | None = None) -> int:
+    apply_environment()
+    import click
+    import typer
+
+    from methods.errors import InputError
+
+    command = typer.main.get_command(build_app())
+    try:
+        result = command.main(args=argv, prog_name="greylab", standalone_mode=False)
+    except InputError as exc:
+        sys.stderr.write(f"greylab: error: {exc}\n")
+        return 2
+    except click.exceptions.Abort:
+        sys.stderr.write("greylab: aborted\n")
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("greylab: interrupted\n")
+        return 130
+    except Exception as exc:
+        if os.environ.get("GREYLAB_DEBUG"):
+            traceback.print_exc()
+        sys.stderr.write(
+            f"greylab: internal error: {type(exc).__name__}: {exc}\n"
+            "(set GREYLAB_DEBUG=1 to see the traceback)\n"
+        )
+        return 1
+    return int(result) if isinstance(result, int) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

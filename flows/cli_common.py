@@ -1,0 +1,100 @@
+"""Shared pieces of the command line: output (human or `--json`), progress bars, options."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from flows.progress import progress_sink
+from methods.errors import InputError
+
+stderr = Console(stderr=True)
+stdout = Console()
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return _plain(value.tolist())
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return None if np.isnan(value) else ("inf" if value > 0 else "-inf")
+    return value
+
+
+def emit(result: dict[str, Any], *, as_json: bool, human: Callable[[], None]) -> None:
+    """Print `result` as JSON on stdout (`--json`) or let `human()` render it for people."""
+    if as_json:
+        sys.stdout.write(json.dumps(_plain(result), indent=2) + "\n")
+    else:
+        human()
+
+
+def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
+    out = Table(title=title, title_justify="left")
+    for column in columns:
+        out.add_column(column)
+    for row in rows:
+        out.add_row(*[_fmt(v) for v in row])
+    return out
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float | np.floating):
+        return f"{value:.4g}"
+    return str(value)
+
+
+@contextlib.contextmanager
+def progress_bars(enabled: bool = True) -> Iterator[None]:
+    """Progress bars on stderr for every `flows.progress.Progress` reported inside."""
+    if not enabled:
+        yield
+        return
+    bars = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=stderr,
+        transient=False,
+    )
+    ids: dict[str, Any] = {}
+
+    def update(label: str, done: int, total: int) -> None:
+        if label not in ids:
+            ids[label] = bars.add_task(label, total=total)
+        bars.update(ids[label], completed=done, total=total)
+
+    with bars, progress_sink(update):
+        yield
+
+
+def parse_overrides(items: list[str] | None) -> dict[str, float]:
+    """`--set name=value` pairs into a dict; a malformed pair is an InputError."""
+    overrides: dict[str, float] = {}
+    for item in items or []:
+        name, sep, raw = item.partition("=")
+        if not sep or not name.strip():
+            raise InputError(f"--set expects name=value, got '{item}'")
+        try:
+            overrides[name.strip()] = float(raw)
+        except ValueError:
+            raise InputError(f"--set {name}: '{raw}' is not a number") from None
+    return overrides
+
+
+def split_list(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]

@@ -1,0 +1,99 @@
+"""`greylab demo` and the operations commands."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from flows.cli_common import emit, progress_bars, split_list, stderr, stdout, table
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(demo)
+    app.command()(compare)
+    app.command()(serve)
+
+
+def serve(
+    only: Annotated[
+        str | None, typer.Option(help="Comma-separated deployment names; default all.")
+    ] = None,
+) -> None:
+    """Serve the deployments of deployments/prefect.yaml against the configured Prefect
+    server (PREFECT_API_URL), so runs can be started from the Prefect UI."""
+    from deployments.serve import serve as serve_deployments
+    from tasks.settings import load_settings
+
+    if not load_settings().prefect_api_url:
+        stderr.print(
+            "PREFECT_API_URL is not set: serving against an ephemeral server that the UI cannot "
+            "reach. Start one with `prefect server start --host 127.0.0.1` and export "
+            "PREFECT_API_URL=http://127.0.0.1:4200/api"
+        )
+    serve_deployments(split_list(only) if only else None)
+
+
+def compare(
+    study: Annotated[str, typer.Option(help="press, drive or inverse.")],
+    experiment: Annotated[str | None, typer.Option(help="Only this MLflow experiment.")] = None,
+    last: Annotated[int, typer.Option(help="How many most recent runs.")] = 20,
+    figure: Annotated[
+        Path | None, typer.Option(help="Comparison figure (PNG); default under GREYLAB_HOME.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
+) -> None:
+    """Table of tracked runs of a study (read from MLflow) and a comparison figure."""
+    from tasks.compare import STUDIES, comparison_figure, runs_table
+    from tasks.settings import load_settings
+
+    frame = runs_table(study, experiment=experiment, last=last)
+    out = None
+    if not frame.empty:
+        out = figure or load_settings().home / f"compare-{study}.png"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig = comparison_figure(study, frame)
+        fig.savefig(out, dpi=110)
+    records = (
+        frame.assign(start=frame["start"].astype(str)).to_dict("records") if len(frame) else []
+    )
+    result = {"study": study, "runs": records, "figure": str(out) if out else None}
+
+    def human() -> None:
+        if frame.empty:
+            stdout.print(f"no tracked {study} runs found")
+            return
+        lead = ["run_id", *[c for c in STUDIES[study]["lead"] if c in frame]]
+        lead += [c for c in frame.columns if c.startswith("param.")]
+        shown = frame[lead].assign(run_id=frame["run_id"].str[:8])
+        stdout.print(table(f"{study} runs (newest first)", lead, shown.values.tolist()))
+        stdout.print(f"figure: {out}")
+
+    emit(result, as_json=as_json, human=human)
+
+
+def demo(
+    tests: Annotated[int, typer.Option(help="Calibration/validation tests per model.")] = 50,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
+) -> None:
+    """The main job on embedded defaults: the press study on the digital twin (truth M3),
+    tracked in the local MLflow store; prints where to look."""
+    from flows.cli_press import print_press_result
+    from flows.press_flow import PressStudy, run_press_study
+
+    stderr.print("greylab demo: press model-uncertainty study on the digital twin (truth M3)")
+    with progress_bars(enabled=not as_json):
+        press = run_press_study(PressStudy(n_tests=tests))
+    result = {"press": press}
+
+    def human() -> None:
+        print_press_result(press)
+        stdout.print(
+            "\nWhere to look:\n"
+            f"  MLflow: {press['tracking']}\n"
+            f"  press parent run: {press['parent_run_id']}\n"
+            "  compare runs: greylab compare --study press"
+        )
+
+    emit(result, as_json=as_json, human=human)

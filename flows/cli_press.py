@@ -1,0 +1,207 @@
+"""`greylab press …`: simulate the digital twin, design sensors, detect model uncertainty."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from flows.cli_common import emit, progress_bars, split_list, stderr, stdout, table
+from methods.errors import InputError
+
+app = typer.Typer(
+    help="Model-uncertainty detection for the press (METHODS.md §1).", no_args_is_help=True
+)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
+
+
+def _write_table(frame: Any, out: Path) -> None:
+    from schemas.storage import write_parquet_atomic
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.suffix.lower() == ".csv":
+        frame.to_csv(out, index=False)
+    elif out.suffix.lower() in {".parquet", ".pq"}:
+        write_parquet_atomic(frame, out)
+    else:
+        raise InputError(f"--out {out}: use a .csv or .parquet file name")
+
+
+@app.command()
+def simulate(
+    out: Annotated[Path, typer.Option(help="Measurement table to write (.csv or .parquet).")],
+    truth: Annotated[str, typer.Option(help="True friction model: M1, M2 or M3.")] = "M3",
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 1,
+    series: Annotated[int, typer.Option(help="Number of measurement series.")] = 6,
+    sheet: Annotated[
+        Path | None, typer.Option(help="Sensor sheet to write (default: <out>.sensors.csv).")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Simulate lab measurements of the press with the digital twin."""
+    from models.press import simulate_press
+
+    if truth not in {"M1", "M2", "M3"}:
+        raise InputError(f"--truth must be M1, M2 or M3, got '{truth}'")
+    frame, sensor_sheet = simulate_press(truth=truth, seed=seed, n_series=series)
+    sheet = sheet or out.with_suffix(".sensors.csv")
+    _write_table(frame, out)
+    _write_table(sensor_sheet, sheet)
+    result = {"out": str(out), "sensor_sheet": str(sheet), "rows": len(frame), "truth": truth}
+    emit(
+        result,
+        as_json=as_json,
+        human=lambda: stdout.print(
+            f"wrote {len(frame)} rows ({series} series, truth {truth}) to {out}; sensor sheet {sheet}"
+        ),
+    )
+
+
+def _load(data: Path, sheet: Path | None) -> tuple[Any, dict[str, float] | None]:
+    from schemas.press import load_press_table, load_sensor_sheet
+
+    frame = load_press_table(data)
+    sigma = None
+    if sheet is not None:
+        sigma = load_sensor_sheet(sheet, sensors=sorted(frame["sensor"].unique()))
+    return frame, sigma
+
+
+@app.command()
+def check(
+    data: Annotated[Path, typer.Option(help="Measurement table (.csv or .parquet).")],
+    sheet: Annotated[Path | None, typer.Option(help="Sensor sheet (sensor,sigma_um).")] = None,
+    alpha: Annotated[float, typer.Option(help="Significance of Shapiro-Wilk.")] = 0.05,
+    as_json: JsonOpt = False,
+) -> None:
+    """Validate a measurement table (and sheet) and check normality of the errors per sensor."""
+    import methods
+
+    frame, _ = _load(data, sheet)
+    report = methods.check_normality(methods.correct_to_setpoints(frame), alpha=alpha)
+
+    def human() -> None:
+        rows = report.table
+        stdout.print(
+            table(
+                f"{data}: valid; normality of errors (Shapiro-Wilk, {alpha})",
+                list(rows.columns),
+                rows.astype(object).values.tolist(),
+            )
+        )
+
+    emit(report.to_dict(), as_json=as_json, human=human)
+
+
+@app.command()
+def design(
+    data: Annotated[Path, typer.Option(help="Measurement table (.csv or .parquet).")],
+    sensors: Annotated[int | None, typer.Option(help="How many sensors to keep.")] = None,
+    criterion: Annotated[str, typer.Option(help="A, D or E.")] = "E",
+    model: Annotated[str, typer.Option(help="Model: M1/M2/M3 or package.module:attr.")] = "M3",
+    sheet: Annotated[Path | None, typer.Option(help="Sensor sheet (sensor,sigma_um).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Optimal sensor selection (A/D/E criteria) on the corrected measurements."""
+    from models.registry import resolve_model
+
+    import methods
+
+    frame, sigma = _load(data, sheet)
+    result = methods.sensor_design(
+        resolve_model(model),
+        methods.correct_to_setpoints(frame),
+        n_sensors=sensors,
+        criterion=criterion.upper(),
+        sigma=sigma,
+    )
+
+    def human() -> None:
+        rows = result.table
+        stdout.print(
+            table(
+                f"Sensor design ({criterion.upper()}-optimal, model {model})",
+                list(rows.columns),
+                rows.astype(object).values.tolist(),
+            )
+        )
+        stdout.print(f"best: {result.best['code']} = {list(result.best['sensors'])}")
+
+    emit(result.to_dict(), as_json=as_json, human=human)
+
+
+@app.command()
+def detect(
+    data: Annotated[Path | None, typer.Option(help="Measurement table; omit for the twin.")] = None,
+    sheet: Annotated[Path | None, typer.Option(help="Sensor sheet (sensor,sigma_um).")] = None,
+    models: Annotated[str, typer.Option(help="Comma-separated candidate models.")] = "M1,M2,M3",
+    tests: Annotated[int, typer.Option(help="Number of calibration/validation tests.")] = 50,
+    tol: Annotated[float, typer.Option(help="Family-wise significance level.")] = 0.05,
+    split: Annotated[str, typer.Option(help="random, series, magnitude or phase.")] = "random",
+    statistic: Annotated[str, typer.Option(help="difference (default) or paper.")] = "difference",
+    correction: Annotated[str, typer.Option(help="bonferroni or holm.")] = "bonferroni",
+    seed: Annotated[int, typer.Option(help="Seed of the random splits.")] = 0,
+    sensors: Annotated[int, typer.Option(help="Sensors kept by the design; 0 = all.")] = 2,
+    criterion: Annotated[str, typer.Option(help="Design criterion A, D or E.")] = "E",
+    twin_truth: Annotated[str, typer.Option(help="Twin's true model (no --data).")] = "M3",
+    twin_seed: Annotated[int, typer.Option(help="Twin's seed (no --data).")] = 1,
+    runner: Annotated[str, typer.Option(help="thread or dask.")] = "thread",
+    workers: Annotated[int, typer.Option(help="Parallel workers.")] = 2,
+    experiment: Annotated[str, typer.Option(help="MLflow experiment.")] = "press-uncertainty",
+    as_json: JsonOpt = False,
+) -> None:
+    """Calibrate every model, test it on calibration/validation splits, give verdicts."""
+    from pydantic import ValidationError
+
+    from flows.press_flow import PressStudy, run_press_study
+
+    if data is not None:
+        _load(data, sheet)  # fail fast, before any server starts
+    try:
+        study = PressStudy(
+            data=str(data.resolve()) if data else None,
+            sensor_sheet=str(sheet.resolve()) if sheet else None,
+            twin_truth=twin_truth,
+            twin_seed=twin_seed,
+            models=split_list(models),
+            n_sensors=sensors or None,
+            criterion=criterion.upper(),
+            n_tests=tests,
+            tol=tol,
+            split=split,
+            statistic=statistic,
+            correction=correction,
+            seed=seed,
+            experiment=experiment,
+        )
+    except ValidationError as exc:
+        raise InputError(_pydantic_message(exc)) from None
+    with progress_bars(enabled=not as_json):
+        result = run_press_study(study, runner=runner, workers=workers)
+    emit(result, as_json=as_json, human=lambda: print_press_result(result))
+
+
+def _pydantic_message(exc: Any) -> str:
+    parts = [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
+    return "invalid settings: " + "; ".join(parts)
+
+
+def print_press_result(result: dict[str, Any]) -> None:
+    rows = []
+    for v in result["verdicts"]:
+        estimates = ", ".join(
+            f"{k}={val:.4g}±{v['standard_errors'][k]:.2g}" for k, val in v["parameters"].items()
+        )
+        rows.append(
+            [v["model"], v["verdict"], v["n_rejections"], v["min_alpha"], v["threshold"], estimates]
+        )
+    stdout.print(
+        table(
+            f"Press study (sensors {', '.join(result['sensors'])})",
+            ["model", "verdict", "rejections", "min alpha", "threshold", "estimates ± s.e."],
+            rows,
+        )
+    )
+    stderr.print(f"MLflow parent run {result['parent_run_id']}; look: {result['tracking']}")

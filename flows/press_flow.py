@@ -1,0 +1,166 @@
+"""Flow `press-uncertainty`: validate -> correct -> normality -> design -> per model: fit with
+ellipsoid, then calibration/validation tests in parallel batches -> verdicts, all tracked."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from prefect import flow
+from prefect.futures import as_completed
+from pydantic import BaseModel, ConfigDict, Field
+
+from flows.progress import Progress
+from flows.runners import RunnerKind, make_task_runner
+from tasks import press as press_tasks
+from tasks.press_records import PressRecorder
+
+
+class Truth(StrEnum):
+    M1 = "M1"
+    M2 = "M2"
+    M3 = "M3"
+
+
+class Criterion(StrEnum):
+    A = "A"
+    D = "D"
+    E = "E"
+
+
+class SplitKind(StrEnum):
+    random = "random"
+    series = "series"
+    magnitude = "magnitude"
+    phase = "phase"
+
+
+class Statistic(StrEnum):
+    difference = "difference"
+    paper = "paper"
+
+
+class Correction(StrEnum):
+    bonferroni = "bonferroni"
+    holm = "holm"
+
+
+class PressStudy(BaseModel):
+    """Settings of one press model-uncertainty study (the form in the Prefect UI)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    data: str | None = Field(None, description="Measurement table (CSV/Parquet); empty = twin")
+    sensor_sheet: str | None = Field(
+        None, description="sensor,sigma_um table; empty = from repeats"
+    )
+    twin_truth: Truth = Field(Truth.M3, description="Friction model of the digital twin")
+    twin_seed: int = Field(1, description="Seed of the digital twin")
+    models: list[str] = Field(
+        default_factory=lambda: ["M1", "M2", "M3"],
+        description="Candidate models: built-in names or package.module:attribute",
+    )
+    n_sensors: int | None = Field(
+        2, ge=1, description="Sensors to keep by optimal design; empty = keep all"
+    )
+    criterion: Criterion = Criterion.E
+    n_tests: int = Field(50, ge=1, le=100_000)
+    tol: float = Field(0.05, gt=0, lt=1)
+    split: SplitKind = SplitKind.random
+    calibration_fraction: float = Field(0.5, gt=0, lt=1)
+    statistic: Statistic = Statistic.difference
+    correction: Correction = Correction.bonferroni
+    seed: int = 0
+    batch_size: int = Field(25, ge=1, description="Splits per Prefect task")
+    experiment: str = "press-uncertainty"
+
+
+@flow(name="press-uncertainty", log_prints=True)
+def press_uncertainty(study: PressStudy | None = None) -> dict[str, Any]:
+    study = study or PressStudy()
+    recorder = PressRecorder(study.experiment)
+    parent = recorder.open(study.model_dump(mode="json"))
+    try:
+        result = _run(study, recorder)
+    except BaseException:
+        recorder.close(failed=True)
+        raise
+    recorder.close()
+    return {**result, "parent_run_id": parent, "tracking": recorder.tracker.ui_hint()}
+
+
+def _run(study: PressStudy, recorder: PressRecorder) -> dict[str, Any]:
+    twin = None if study.data else {"truth": study.twin_truth.value, "seed": study.twin_seed}
+    loaded = press_tasks.load_measurements(study.data, study.sensor_sheet, twin)
+    sigma = loaded["sigma"]
+    recorder.lineage(loaded["path"], loaded["source"])
+    path = press_tasks.correct(loaded["path"])
+    report = press_tasks.normality(path)
+    recorder.normality(report)
+
+    design = press_tasks.design(
+        study.models[0], path, study.n_sensors, study.criterion.value, sigma
+    )
+    sensors = list(design.best["sensors"])
+    recorder.design(design)
+
+    splits = press_tasks.plan_splits(
+        path, study.split.value, study.n_tests, study.seed, study.calibration_fraction
+    )
+    batches = [splits[i : i + study.batch_size] for i in range(0, len(splits), study.batch_size)]
+    fits = {m: press_tasks.fit.submit(m, path, sensors, sigma) for m in study.models}
+    futures = {
+        press_tasks.test_batch.submit(model, path, sensors, sigma, batch, study.statistic.value): (
+            model,
+            len(batch),
+        )
+        for model in study.models
+        for batch in batches
+    }
+    progress = Progress("tests", len(splits) * len(study.models), key="press-tests")
+    rows: dict[str, list[Any]] = {m: [] for m in study.models}
+    for fut in as_completed(list(futures)):
+        model, size = futures[fut]
+        rows[model].append(fut.result())
+        progress.advance(size)
+
+    verdicts = []
+    for model in study.models:
+        detection = press_tasks.verdict(
+            rows[model],
+            study.tol,
+            study.correction.value,
+            len(splits),
+            model,
+            study.split.value,
+            study.statistic.value,
+        )
+        fit = fits[model].result()
+        run_id = recorder.model_run(model, study, fit, detection, sensors, path)
+        verdicts.append(
+            {
+                "model": model,
+                "verdict": "model uncertainty detected" if detection.rejected else "passes",
+                "rejected": bool(detection.rejected),
+                "n_rejections": int(detection.n_rejections),
+                "min_alpha": float(detection.alpha_min.min()),
+                "threshold": float(detection.threshold),
+                "parameters": fit.parameters,
+                "standard_errors": fit.standard_errors,
+                "run_id": run_id,
+            }
+        )
+    recorder.verdicts(verdicts)
+    return {
+        "data_hash": loaded["hash"],
+        "sensors": sensors,
+        "design": design.to_dict(),
+        "normality": report.to_dict(),
+        "verdicts": verdicts,
+    }
+
+
+def run_press_study(study: PressStudy, *, runner: RunnerKind | str = "thread", workers: int = 2):
+    """Run the flow with a chosen task runner (threads, or a Dask cluster)."""
+    task_runner = make_task_runner(runner, workers=workers)
+    return press_uncertainty.with_options(task_runner=task_runner)(study)

@@ -1,0 +1,148 @@
+"""Compare tracked runs of a study: a table read from MLflow and a comparison figure.
+
+Runs are found by tags (`greylab.study`, `greylab.kind`), so any experiment can be compared.
+Columns: identity (run, start, experiment), the study's headline columns first, then every
+other parameter and metric, so nothing tracked is hidden.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tasks.tracking import Tracker
+
+# Per study: which runs are the units of comparison, the leading columns, the headline metric.
+STUDIES: dict[str, dict[str, Any]] = {
+    "press": {
+        "kind": "child",
+        "lead": [
+            "model",
+            "verdict",
+            "min_alpha",
+            "n_rejections",
+            "design",
+            "sensors",
+            "split",
+            "statistic",
+            "correction",
+            "n_tests",
+            "tol",
+        ],
+        "headline": "min_alpha",
+        "log": True,
+    },
+    "drive": {
+        "kind": "parent",
+        "lead": [
+            "best_structure",
+            "best_fitness",
+            "best_rss",
+            "population",
+            "generations",
+            "seed",
+            "test_fraction",
+        ],
+        "headline": "best_rss",
+        "log": True,
+    },
+    "inverse": {
+        "kind": "child",
+        "lead": [
+            "system",
+            "method",
+            "dt",
+            "max_constraint_violation",
+            "tracking_error",
+            "error_vs_exact",
+            "wall_time_s",
+        ],
+        "headline": "max_constraint_violation",
+        "log": True,
+    },
+}
+
+
+def runs_table(
+    study: str, *, experiment: str | None = None, last: int = 20, tracker: Tracker | None = None
+) -> pd.DataFrame:
+    if study not in STUDIES:
+        from methods.errors import InputError
+
+        raise InputError(f"unknown study '{study}'; choose one of {sorted(STUDIES)}")
+    spec = STUDIES[study]
+    tracker = tracker or Tracker()
+    client = tracker.client
+    if experiment:
+        found = client.get_experiment_by_name(experiment)
+        ids = [found.experiment_id] if found else []
+    else:
+        ids = [e.experiment_id for e in client.search_experiments()]
+    if not ids:
+        return pd.DataFrame()
+    runs = client.search_runs(
+        ids,
+        filter_string=f"tags.`greylab.study` = '{study}' and tags.`greylab.kind` = '{spec['kind']}'",
+        order_by=["attributes.start_time DESC"],
+        max_results=max(1, last),
+    )
+    rows = []
+    for run in runs:
+        tags = run.data.tags
+        row: dict[str, Any] = {
+            "run_id": run.info.run_id,
+            "run_name": run.info.run_name,
+            "start": pd.Timestamp(run.info.start_time, unit="ms"),
+            "status": run.info.status,
+            "verdict": tags.get("greylab.verdict", ""),
+            "data_hash": tags.get("greylab.data_hash", "")[:12],
+            "commit": tags.get("greylab.commit", "")[:12],
+        }
+        row |= dict(run.data.params)
+        row |= dict(run.data.metrics)
+        rows.append(row)
+    frame = pd.DataFrame(rows)
+    lead = ["run_id", "start"] + [c for c in spec["lead"] if c in frame.columns]
+    estimates = sorted(c for c in frame.columns if c.startswith(("param.", "stderr.")))
+    rest = [c for c in frame.columns if c not in lead and c not in estimates]
+    return frame[lead + estimates + rest]
+
+
+def comparison_figure(study: str, frame: pd.DataFrame) -> Any:
+    """Headline metric per run (log scale where useful) plus parameter estimates with
+    standard errors where the study has them."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    spec = STUDIES[study]
+    estimates = sorted(c.removeprefix("param.") for c in frame.columns if c.startswith("param."))
+    ncols = 1 + len(estimates)
+    fig, axes = plt.subplots(1, ncols, figsize=(4.5 * ncols, 3.8), squeeze=False)
+    labels = [
+        f"{r.get('model') or r.get('system') or r.get('run_name', '')}\n{str(r['run_id'])[:6]}"
+        for r in frame.to_dict("records")
+    ]
+    x = np.arange(len(frame))
+    ax = axes[0, 0]
+    values = pd.to_numeric(frame.get(spec["headline"]), errors="coerce")
+    ax.bar(x, values, color="tab:blue")
+    if spec["log"] and np.nanmin(values.where(values > 0, np.nan)) > 0:
+        ax.set_yscale("log")
+    if study == "press" and "threshold" in frame:
+        ax.plot(x, pd.to_numeric(frame["threshold"]), "r_", markersize=20, label="threshold")
+        ax.legend()
+    ax.set_title(spec["headline"])
+    for i, name in enumerate(estimates, start=1):
+        axis = axes[0, i]
+        value = pd.to_numeric(frame[f"param.{name}"], errors="coerce")
+        err = pd.to_numeric(frame.get(f"stderr.{name}", 0 * value), errors="coerce")
+        axis.errorbar(x, value, yerr=err, fmt="o", capsize=4)
+        axis.set_title(f"{name} ± s.e.")
+    for axis in axes[0]:
+        axis.set_xticks(x, labels, rotation=60, fontsize=7)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,133 @@
+"""Prefect tasks of the press study: one numerical step each, thin over `methods`.
+
+Tables travel between tasks as content-addressed Parquet paths (`schemas.storage`), models as
+references (`"M3"` or `package.module:attribute`), so every input is small, hashable for the
+cache and picklable for process/Dask workers. Results are the core's frozen result objects.
+
+Retries: only reading files from disk can fail transiently; a diverged fit or a failed test is
+a result, not something to retry blindly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from models.registry import resolve_model
+from prefect import task
+from prefect.cache_policies import INPUTS, TASK_SOURCE
+
+import methods
+from methods.press import hypothesis
+from methods.press.data import to_cube
+from models.press import simulate_press
+from schemas.press import load_press_table, load_sensor_sheet, validate_press_table
+from schemas.storage import store_table
+from tasks.settings import load_settings
+from tasks.tracking import content_hash
+
+CODE_AND_INPUTS = INPUTS + TASK_SOURCE
+
+
+def _tables_dir() -> Path:
+    return load_settings().data_root / "press" / "tables"
+
+
+def _read(path: str) -> pd.DataFrame:
+    return pd.read_parquet(path)
+
+
+@task(name="load-press-measurements", retries=2, retry_delay_seconds=2)
+def load_measurements(
+    data: str | None,
+    sensor_sheet: str | None,
+    twin: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Validate a lab file (or simulate the digital twin) and store it as Parquet.
+
+    Returns `{"path", "hash", "source", "sigma"}`; `sigma` is None when no sheet was given
+    (the methods then estimate it from the repeated series).
+    """
+    if data is not None:
+        table = load_press_table(data)
+        source = str(Path(data).resolve())
+        sigma = None
+        if sensor_sheet is not None:
+            sigma = load_sensor_sheet(sensor_sheet, sensors=sorted(table["sensor"].unique()))
+    else:
+        settings = dict(twin or {})
+        table, sheet = simulate_press(**settings)
+        table = validate_press_table(table, source="digital twin")
+        source = "twin:" + ",".join(f"{k}={v}" for k, v in sorted(settings.items()))
+        sigma = dict(zip(sheet["sensor"], sheet["sigma_um"].astype(float)))
+    digest = content_hash(table)
+    path = store_table(table, _tables_dir(), digest)
+    return {"path": str(path), "hash": digest, "source": source, "sigma": sigma}
+
+
+@task(name="correct-to-setpoints", cache_policy=CODE_AND_INPUTS)
+def correct(path: str) -> str:
+    """Map every series to the setpoint forces along its own branch; returns the new path."""
+    corrected = methods.correct_to_setpoints(_read(path))
+    return str(store_table(corrected, _tables_dir(), content_hash(corrected)))
+
+
+@task(name="check-normality", cache_policy=CODE_AND_INPUTS)
+def normality(path: str, alpha: float = 0.05) -> Any:
+    return methods.check_normality(_read(path), alpha=alpha)
+
+
+@task(name="design-sensors", cache_policy=CODE_AND_INPUTS)
+def design(model: str, path: str, n_sensors: int | None, criterion: str, sigma: dict | None) -> Any:
+    return methods.sensor_design(
+        resolve_model(model), _read(path), n_sensors=n_sensors, criterion=criterion, sigma=sigma
+    )
+
+
+@task(name="fit-model", cache_policy=CODE_AND_INPUTS)
+def fit(model: str, path: str, sensors: Sequence[str], sigma: dict | None) -> Any:
+    return methods.fit_parameters(
+        resolve_model(model), _read(path), sensors=list(sensors), sigma=sigma
+    )
+
+
+@task(name="plan-splits", cache_policy=CODE_AND_INPUTS)
+def plan_splits(path: str, kind: str, n_tests: int, seed: int, fraction: float) -> list[Any]:
+    cube = to_cube(_read(path))
+    return hypothesis.make_splits(
+        kind, cube.setpoints, cube.loading, cube.z.shape[0], n_tests, seed, fraction
+    )
+
+
+@task(name="test-split-batch", cache_policy=CODE_AND_INPUTS)
+def test_batch(
+    model: str,
+    path: str,
+    sensors: Sequence[str],
+    sigma: dict | None,
+    splits: Sequence[Any],
+    statistic: str,
+) -> pd.DataFrame:
+    """Calibration/validation fits and the test statistic for a batch of splits."""
+    prepared = hypothesis.prepare(
+        resolve_model(model), _read(path), sensors=list(sensors), sigma=sigma
+    )
+    return hypothesis.run_split_batch(prepared, list(splits), statistic=statistic)
+
+
+@task(name="combine-tests")
+def verdict(
+    rows: Sequence[pd.DataFrame],
+    tol: float,
+    correction: str,
+    n_tests: int,
+    model: str,
+    split: str,
+    statistic: str,
+) -> Any:
+    """All test batches of one model -> `Detection` (multiple-testing correction, verdict)."""
+    return hypothesis.combine_tests(
+        list(rows), tol, correction, n_tests=n_tests, model=model, split=split, statistic=statistic
+    )

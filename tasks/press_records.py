@@ -1,0 +1,123 @@
+"""What a press study records in MLflow: one parent run per invocation, a child per model.
+
+Parent: study settings, dataset lineage, normality report, design table and figure, verdicts.
+Child (one per candidate model): settings, estimates and standard errors, `alpha_min` per test
+(stepped metric, one batch), rejections, fit/ellipsoid/tests artifacts, ellipsoid and
+hysteresis figures.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from models.registry import resolve_model
+
+from methods.press import plots
+from tasks.tracking import Tracker
+
+
+class PressRecorder:
+    def __init__(self, experiment: str, tracker: Tracker | None = None) -> None:
+        self.experiment = experiment
+        self.tracker = tracker or Tracker()
+        self.parent: str | None = None
+        self.shared_tags: dict[str, str] = {}  # copied onto every child run
+        self.design_code = ""
+
+    def open(self, params: dict[str, Any]) -> str:
+        self.tracker.ensure_store()
+        self.parent = self.tracker.start_run(self.experiment, "press-study", study="press")
+        self.tracker.log_params(self.parent, {k: v for k, v in params.items() if v is not None})
+        return self.parent
+
+    def close(self, *, failed: bool = False) -> None:
+        if self.parent:
+            self.tracker.end_run(self.parent, failed=failed)
+
+    @property
+    def _run(self) -> str:
+        if self.parent is None:
+            raise RuntimeError("PressRecorder.open() must be called first")
+        return self.parent
+
+    def lineage(self, path: str, source: str) -> None:
+        digest = self.tracker.log_dataset(
+            self._run, pd.read_parquet(path), source=source, name="press"
+        )
+        self.shared_tags = {"greylab.data_hash": digest, "greylab.data_source": source}
+
+    def normality(self, report: Any) -> None:
+        self.tracker.log_json(self._run, report.to_dict(), "normality.json")
+        rows = report.table
+        self.tracker.log_metrics(
+            self._run,
+            {f"normality.p.{r.sensor}": float(r.p_value) for r in rows.itertuples()},
+        )
+
+    def design(self, design: Any) -> None:
+        self.tracker.log_json(self._run, design.to_dict(), "design.json")
+        self.tracker.log_table(self._run, design.table, "design.csv")
+        self.design_code = str(design.best["code"])
+        self.tracker.log_params(self._run, {"design": self.design_code})
+        self.tracker.log_figure(self._run, plots.design_figure(design), "figures/design.png")
+
+    def model_run(
+        self,
+        model: str,
+        study: Any,
+        fit: Any,
+        detection: Any,
+        sensors: list[str],
+        path: str,
+    ) -> str:
+        t = self.tracker
+        run = t.start_run(self.experiment, f"model-{model}", study="press", parent_run_id=self._run)
+        t.log_params(
+            run,
+            {
+                "model": model,
+                "sensors": ",".join(sensors),
+                "design": self.design_code,
+                "split": study.split.value,
+                "tol": study.tol,
+                "n_tests": study.n_tests,
+                "statistic": study.statistic.value,
+                "correction": study.correction.value,
+                "seed": study.seed,
+                "calibration_fraction": study.calibration_fraction,
+            },
+        )
+        metrics = {f"param.{k}": float(v) for k, v in fit.parameters.items()}
+        metrics |= {f"stderr.{k}": float(s) for k, s in fit.standard_errors.items()}
+        metrics |= {
+            "rejected": float(detection.rejected),
+            "n_rejections": float(detection.n_rejections),
+            "min_alpha": float(np.min(detection.alpha_min)),
+            "threshold": float(detection.threshold),
+            "fit_cost": float(fit.cost),
+        }
+        t.log_metrics(run, metrics)
+        t.log_series(run, "alpha_min", detection.alpha_min)
+        t.set_tags(run, {"greylab.verdict": "rejected" if detection.rejected else "passes"})
+        t.log_json(run, fit.to_dict(), "fit.json")
+        t.log_json(run, fit.ellipsoid(0.95).to_dict(), "ellipsoid.json")
+        t.log_json(run, detection.to_dict(), "detection.json")
+        t.log_table(run, detection.tests, "tests.csv")
+        t.log_figure(run, plots.ellipsoid_figure(fit, detection), "figures/ellipsoid.png")
+        table = pd.read_parquet(path)
+        t.log_figure(
+            run,
+            plots.hysteresis_figure(resolve_model(model), table, fit, sensors=sensors),
+            "figures/hysteresis.png",
+        )
+        t.end_run(run)
+        return run
+
+    def verdicts(self, verdicts: list[dict[str, Any]]) -> None:
+        frame = pd.DataFrame(
+            [{k: v for k, v in row.items() if not isinstance(v, dict)} for row in verdicts]
+        )
+        self.tracker.log_table(self._run, frame, "verdicts.csv")
+        self.tracker.log_metrics(self._run, {"n_models_rejected": float(frame["rejected"].sum())})

@@ -1,0 +1,71 @@
+"""Configuration by environment, in one place, with embedded defaults.
+
+| variable               | meaning                                   | default                           |
+|------------------------|-------------------------------------------|-----------------------------------|
+| `GREYLAB_HOME`         | runtime state folder (never committed)    | `./.greylab`                      |
+| `MLFLOW_TRACKING_URI`  | MLflow tracking store or server           | `sqlite:///$GREYLAB_HOME/mlflow.db` |
+| `GREYLAB_ARTIFACT_ROOT`| artifact root for experiments we create   | `$GREYLAB_HOME/mlartifacts` (local stores only) |
+| `GREYLAB_DATA_ROOT`    | Parquet datasets, inbox, archive, quarantine | `$GREYLAB_HOME/data`           |
+| `PREFECT_API_URL`      | Prefect server; unset = ephemeral server  | unset                             |
+| `PREFECT_HOME`         | Prefect's own state                       | `$GREYLAB_HOME/prefect`           |
+| `GREYLAB_DASK_ADDRESS` | existing Dask scheduler (`tcp://…`)       | unset = local cluster when asked  |
+
+`apply_environment()` must run before `prefect` is imported (the CLI does it first), because
+Prefect reads its settings at import time.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path
+    tracking_uri: str
+    artifact_root: str | None
+    data_root: Path
+    prefect_api_url: str | None
+    dask_address: str | None
+
+    @property
+    def local_tracking(self) -> bool:
+        return self.tracking_uri.startswith(("sqlite:", "file:")) or "://" not in self.tracking_uri
+
+
+def load_settings(environ: dict[str, str] | None = None) -> Settings:
+    env = os.environ if environ is None else environ
+    home = Path(env.get("GREYLAB_HOME", ".greylab")).resolve()
+    tracking_uri = env.get("MLFLOW_TRACKING_URI") or f"sqlite:///{home / 'mlflow.db'}"
+    local = tracking_uri.startswith(("sqlite:", "file:"))
+    artifact_root = env.get("GREYLAB_ARTIFACT_ROOT") or (
+        (home / "mlartifacts").as_uri() if local else None
+    )
+    return Settings(
+        home=home,
+        tracking_uri=tracking_uri,
+        artifact_root=artifact_root,
+        data_root=Path(env.get("GREYLAB_DATA_ROOT") or home / "data").resolve(),
+        prefect_api_url=env.get("PREFECT_API_URL") or None,
+        dask_address=env.get("GREYLAB_DASK_ADDRESS") or None,
+    )
+
+
+def apply_environment() -> Settings:
+    """Create the runtime folders and export defaults Prefect and MLflow read at import."""
+    settings = load_settings()
+    settings.home.mkdir(parents=True, exist_ok=True)
+    settings.data_root.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("MLFLOW_TRACKING_URI", settings.tracking_uri)
+    os.environ.setdefault("PREFECT_HOME", str(settings.home / "prefect"))
+    # Ephemeral Prefect server (no PREFECT_API_URL): quiet, and give it time to start.
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+    # The console shows greylab's own progress and summaries; Prefect's console logs (which
+    # print tracebacks for failed runs, even for bad input) are hidden unless asked for.
+    # The Prefect UI still receives every log through the API handler.
+    os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
+    os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    return settings

@@ -1,0 +1,195 @@
+"""The one MLflow adapter.
+
+Everything that talks to MLflow goes through `Tracker`. It logs with `MlflowClient` and run
+ids (fluent runs are thread-local and invisible inside Prefect thread-pool tasks), sends
+metrics in batches (one `log_batch` call is 30-300x faster than a call per value), and creates
+the SQLite store once before any parallel logging (concurrent creation races on migrations).
+
+Names are consistent across studies so the MLflow compare view lines runs up:
+params are plain setting names (`model`, `split`, `tol`, ...), metrics `param.<name>`,
+`stderr.<name>`, `alpha_min` (stepped by test), tags `greylab.study`, `greylab.kind`
+(`parent` or `child`), `greylab.data_hash`, `greylab.commit`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from mlflow import MlflowClient
+from mlflow.entities import Metric, Param, RunTag
+
+from tasks.settings import Settings, load_settings
+
+_MAX_METRICS_PER_BATCH = 1000
+_MAX_PARAMS_PER_BATCH = 100
+_PARAM_VALUE_LIMIT = 6000
+
+
+def content_hash(frame: pd.DataFrame) -> str:
+    """SHA-256 of a table's content (values, column names and dtypes; not the index)."""
+    hashed = pd.util.hash_pandas_object(frame.reset_index(drop=True), index=False)
+    digest = hashlib.sha256(hashed.to_numpy().tobytes())
+    digest.update(json.dumps([(str(c), str(t)) for c, t in frame.dtypes.items()]).encode())
+    return digest.hexdigest()
+
+
+def git_commit(cwd: Path | None = None) -> str:
+    """The project's current commit (with `+dirty` if the tree has changes), or `unknown`."""
+    root = cwd or Path(__file__).resolve().parents[1]
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (sha + ("+dirty" if dirty else "")) if sha else "unknown"
+
+
+def _finite(value: float) -> float:
+    # MLflow stores NaN but not +-inf consistently across backends: clamp to large floats.
+    if math.isinf(value):
+        return 1e308 if value > 0 else -1e308
+    return float(value)
+
+
+class Tracker:
+    """Thin, thread-safe facade over `MlflowClient` for one tracking store."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or load_settings()
+        self.client = MlflowClient(tracking_uri=self.settings.tracking_uri)
+
+    # -- store and runs -------------------------------------------------------------
+    def ensure_store(self) -> None:
+        """Create or upgrade the store now, once, before parallel writers start."""
+        if self.settings.tracking_uri.startswith("sqlite:"):
+            Path(self.settings.tracking_uri.removeprefix("sqlite:///")).parent.mkdir(
+                parents=True, exist_ok=True
+            )
+        self.client.search_experiments(max_results=1)
+
+    def experiment_id(self, name: str) -> str:
+        experiment = self.client.get_experiment_by_name(name)
+        if experiment is not None:
+            return experiment.experiment_id
+        location = None
+        if self.settings.artifact_root:
+            location = f"{self.settings.artifact_root.rstrip('/')}/{name}"
+        try:
+            return self.client.create_experiment(name, artifact_location=location)
+        except Exception:  # created concurrently by another process: read it back
+            experiment = self.client.get_experiment_by_name(name)
+            if experiment is None:
+                raise
+            return experiment.experiment_id
+
+    def start_run(
+        self,
+        experiment: str,
+        name: str,
+        *,
+        study: str,
+        parent_run_id: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> str:
+        all_tags = {
+            "greylab.study": study,
+            "greylab.kind": "child" if parent_run_id else "parent",
+            "greylab.commit": git_commit(),
+            **(tags or {}),
+        }
+        if parent_run_id:
+            all_tags["mlflow.parentRunId"] = parent_run_id
+        run = self.client.create_run(self.experiment_id(experiment), run_name=name, tags=all_tags)
+        return run.info.run_id
+
+    def end_run(self, run_id: str, *, failed: bool = False) -> None:
+        self.client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
+
+    # -- values -----------------------------------------------------------------------
+    def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
+        items = [
+            Param(str(k), (v if isinstance(v, str) else json.dumps(v))[:_PARAM_VALUE_LIMIT])
+            for k, v in params.items()
+        ]
+        for start in range(0, len(items), _MAX_PARAMS_PER_BATCH):
+            self.client.log_batch(run_id, params=items[start : start + _MAX_PARAMS_PER_BATCH])
+
+    def set_tags(self, run_id: str, tags: Mapping[str, Any]) -> None:
+        self.client.log_batch(run_id, tags=[RunTag(str(k), str(v)) for k, v in tags.items()])
+
+    def log_metrics(self, run_id: str, metrics: Mapping[str, float], *, step: int = 0) -> None:
+        now = int(time.time() * 1000)
+        self._send(run_id, [Metric(k, _finite(v), now, step) for k, v in metrics.items()])
+
+    def log_series(self, run_id: str, key: str, values: Iterable[float], *, start: int = 0) -> None:
+        """A stepped metric (`alpha_min` per test, best fitness per generation) in batches."""
+        now = int(time.time() * 1000)
+        self._send(run_id, [Metric(key, _finite(v), now, start + i) for i, v in enumerate(values)])
+
+    def _send(self, run_id: str, metrics: list[Metric]) -> None:
+        for start in range(0, len(metrics), _MAX_METRICS_PER_BATCH):
+            self.client.log_batch(run_id, metrics=metrics[start : start + _MAX_METRICS_PER_BATCH])
+
+    # -- artifacts -----------------------------------------------------------------------
+    def log_json(self, run_id: str, obj: Any, artifact_file: str) -> None:
+        self.client.log_dict(run_id, obj, artifact_file)
+
+    def log_figure(self, run_id: str, figure: Any, artifact_file: str) -> None:
+        import matplotlib.pyplot as plt
+
+        try:
+            self.client.log_figure(run_id, figure, artifact_file)
+        finally:
+            plt.close(figure)
+
+    def log_table(self, run_id: str, frame: pd.DataFrame, artifact_file: str) -> None:
+        """A table as Parquet (`.parquet`) or CSV (`.csv`), by the file's suffix."""
+        with tempfile.TemporaryDirectory() as tmp:
+            local = Path(tmp) / Path(artifact_file).name
+            if local.suffix == ".parquet":
+                frame.to_parquet(local, index=False)
+            else:
+                frame.to_csv(local, index=False)
+            directory = str(Path(artifact_file).parent)
+            self.client.log_artifact(run_id, str(local), None if directory == "." else directory)
+
+    def log_dataset(self, run_id: str, frame: pd.DataFrame, *, source: str, name: str) -> str:
+        """Dataset lineage: the input's content hash as tag and as an MLflow dataset input."""
+        import mlflow.data
+        from mlflow.entities import DatasetInput, InputTag
+
+        digest = content_hash(frame)
+        self.set_tags(run_id, {"greylab.data_hash": digest, "greylab.data_source": source})
+        dataset = mlflow.data.from_pandas(frame, source=source, name=name, digest=digest[:36])
+        self.client.log_inputs(
+            run_id,
+            datasets=[
+                DatasetInput(
+                    dataset._to_mlflow_entity(), tags=[InputTag("mlflow.data.context", "input")]
+                )
+            ],
+        )
+        return digest
+
+    def ui_hint(self) -> str:
+        uri = self.settings.tracking_uri
+        if uri.startswith(("sqlite:", "file:")):
+            return f"mlflow ui --backend-store-uri {uri} --port 5000  (then http://127.0.0.1:5000)"
+        return f"open {uri} in a browser"
