@@ -1,4 +1,51 @@
 """Pure numerical core of greylab.
 
 Imports numpy, scipy, casadi and pandas only: never prefect or mlflow (a test enforces it).
+The press API (METHODS.md section 1) is re-exported here for notebooks and flows.
 """
+
+from methods.errors import InputError
+from methods.press import (
+    Correction,
+    Criterion,
+    Detection,
+    Ellipsoid,
+    NormalityReport,
+    ParameterFit,
+    SensorDesign,
+    SplitKind,
+    Statistic,
+    check_normality,
+    combine_tests,
+    correct_to_setpoints,
+    detect_model_uncertainty,
+    fit_parameters,
+    make_splits,
+    prepare,
+    run_split_batch,
+    sensor_design,
+)
+from methods.protocol import ResponseModel
+
+__all__ = [
+    "Correction",
+    "Criterion",
+    "Detection",
+    "Ellipsoid",
+    "InputError",
+    "NormalityReport",
+    "ParameterFit",
+    "ResponseModel",
+    "SensorDesign",
+    "SplitKind",
+    "Statistic",
+    "check_normality",
+    "combine_tests",
+    "correct_to_setpoints",
+    "detect_model_uncertainty",
+    "fit_parameters",
+    "make_splits",
+    "prepare",
+    "run_split_batch",
+    "sensor_design",
+]

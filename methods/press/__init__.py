@@ -1,0 +1,50 @@
+"""Model-uncertainty detection for the press (METHODS.md section 1).
+
+Pipeline: ``correct_to_setpoints`` -> ``check_normality`` -> ``sensor_design`` ->
+``fit_parameters`` -> ``detect_model_uncertainty`` (or, for orchestration, ``prepare`` ->
+``make_splits`` -> ``run_split_batch`` per batch -> ``combine_tests``). The fitting functions
+evaluate the model at the setpoint forces, so they take a table already corrected to setpoints.
+"""
+
+from methods.press.data import PressData, correct_to_setpoints, sigma_from_repeats, to_cube
+from methods.press.design import Criterion, SensorDesign, sensor_design
+from methods.press.detection import Detection
+from methods.press.ellipsoid import Ellipsoid
+from methods.press.estimation import ParameterFit, fit_parameters
+from methods.press.hypothesis import (
+    Correction,
+    Prepared,
+    Statistic,
+    combine_tests,
+    detect_model_uncertainty,
+    prepare,
+    run_split_batch,
+)
+from methods.press.normality import NormalityReport, check_normality
+from methods.press.splits import Split, SplitKind, make_splits
+
+__all__ = [
+    "Correction",
+    "Criterion",
+    "Detection",
+    "Ellipsoid",
+    "NormalityReport",
+    "ParameterFit",
+    "Prepared",
+    "PressData",
+    "SensorDesign",
+    "Split",
+    "SplitKind",
+    "Statistic",
+    "check_normality",
+    "combine_tests",
+    "correct_to_setpoints",
+    "detect_model_uncertainty",
+    "fit_parameters",
+    "make_splits",
+    "prepare",
+    "run_split_batch",
+    "sensor_design",
+    "sigma_from_repeats",
+    "to_cube",
+]

@@ -1,0 +1,169 @@
+"""Lab tables <-> arrays, measurement correction to setpoints, sensor sigma from repeats.
+
+Table format (long, one row per (series, step, sensor)): ``series`` int, ``step`` int (order of
+the loading-unloading scenario), ``force_setpoint_N``, ``force_N`` (measured), ``sensor`` str,
+``displacement_um``. Schema validation lives in ``schemas/``; here only what the method needs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from methods.errors import InputError
+
+COLUMNS = ("series", "step", "force_setpoint_N", "force_N", "sensor", "displacement_um")
+
+
+@dataclass(frozen=True)
+class PressData:
+    """Measurements as a dense cube.
+
+    Fields: ``z`` (n_M, n_q, n_S) displacements, um; ``forces`` (n_M, n_q) measured forces, N;
+    ``setpoints`` (n_q,) N; ``series``/``steps`` the original ids (n_M,), (n_q,);
+    ``sensors`` names (n_S,) in the order asked for; ``loading`` (n_q,) bool, True up to and
+    including the (first) maximum setpoint.
+    """
+
+    z: np.ndarray
+    forces: np.ndarray
+    setpoints: np.ndarray
+    series: np.ndarray
+    steps: np.ndarray
+    sensors: tuple[str, ...]
+    loading: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return self.z.shape  # type: ignore[return-value]
+
+    @property
+    def corrected(self) -> bool:
+        """True when measured forces equal the setpoints (to 1e-9 relative)."""
+        scale = max(1.0, float(np.max(np.abs(self.setpoints))))
+        return bool(np.max(np.abs(self.forces - self.setpoints[None, :])) <= 1e-9 * scale)
+
+
+def _check_columns(table: pd.DataFrame) -> None:
+    missing = [c for c in COLUMNS if c not in table.columns]
+    if missing:
+        raise InputError(f"table lacks column(s) {missing}; expected {list(COLUMNS)}")
+    if len(table) == 0:
+        raise InputError("table is empty")
+
+
+def to_cube(table: pd.DataFrame, sensors: Sequence[str] | None = None) -> PressData:
+    """Pivot the long table to ``PressData``; ``sensors`` picks and orders the sensor axis."""
+    _check_columns(table)
+    present = list(dict.fromkeys(table["sensor"].astype(str)))
+    sensors = tuple(present if sensors is None else sensors)
+    unknown = [s for s in sensors if s not in present]
+    if unknown:
+        raise InputError(f"sensor(s) {unknown} not in the table; it has {present}")
+    t = table[table["sensor"].astype(str).isin(sensors)]
+    series = np.sort(t["series"].unique())
+    steps = np.sort(t["step"].unique())
+    n_m, n_q, n_s = len(series), len(steps), len(sensors)
+    if len(t) != n_m * n_q * n_s or t.duplicated(["series", "step", "sensor"]).any():
+        raise InputError(
+            "table must have exactly one row per (series, step, sensor) for every combination "
+            f"({n_m} series x {n_q} steps x {n_s} sensors = {n_m * n_q * n_s} rows, got {len(t)})"
+        )
+    t = t.assign(_s=pd.Categorical(t["sensor"].astype(str), categories=list(sensors)))
+    t = t.sort_values(["series", "step", "_s"])
+    z = t["displacement_um"].to_numpy(float).reshape(n_m, n_q, n_s)
+    forces = t["force_N"].to_numpy(float).reshape(n_m, n_q, n_s)[:, :, 0]
+    sp = t["force_setpoint_N"].to_numpy(float).reshape(n_m, n_q, n_s)
+    if np.ptp(sp, axis=(0, 2)).max() > 1e-9 * max(1.0, np.abs(sp).max()):
+        raise InputError("force_setpoint_N must be the same for every series and sensor of a step")
+    setpoints = sp[0, :, 0]
+    loading = np.arange(n_q) <= int(np.argmax(setpoints))
+    return PressData(z, forces, setpoints, series, steps, sensors, loading)
+
+
+def _interp(x: np.ndarray, y: np.ndarray, xq: np.ndarray) -> np.ndarray:
+    """Piecewise-linear interpolation of (x, y) at xq with linear extrapolation at both ends."""
+    order = np.argsort(x, kind="stable")
+    x, y = x[order], y[order]
+    if x.size == 1:
+        return np.full_like(xq, y[0], dtype=float)
+    if np.any(np.diff(x) <= 0):
+        raise InputError("two measured forces of one branch coincide: cannot interpolate")
+    idx = np.clip(np.searchsorted(x, xq) - 1, 0, x.size - 2)
+    x0, x1, y0, y1 = x[idx], x[idx + 1], y[idx], y[idx + 1]
+    return y0 + (y1 - y0) * (xq - x0) / (x1 - x0)
+
+
+def correct_to_setpoints(table: pd.DataFrame) -> pd.DataFrame:
+    """Map every series to the setpoint forces along its own loading/unloading branch.
+
+    For series ``i``, branch ``b`` (loading: steps up to the maximum setpoint; unloading: the
+    rest), sensor ``k``: ``z_corr(q^d_j) = lin-interp of {(q_ij', z_ij'k) : j' in b}`` at
+    ``q^d_j``, extrapolated linearly beyond the extreme measured forces. Exact when the branch
+    is linear in the force. Returns a copy with ``displacement_um`` corrected and
+    ``force_N = force_setpoint_N``.
+    """
+    data = to_cube(table)
+    z = data.z.copy()
+    for branch in (data.loading, ~data.loading):
+        if not branch.any():
+            continue
+        qd = data.setpoints[branch]
+        for i in range(z.shape[0]):
+            x = data.forces[i, branch]
+            for k in range(z.shape[2]):
+                z[i, branch, k] = _interp(x, data.z[i, branch, k], qd)
+    return from_cube(data, z, forces=np.broadcast_to(data.setpoints, data.forces.shape))
+
+
+def from_cube(data: PressData, z: np.ndarray, forces: np.ndarray | None = None) -> pd.DataFrame:
+    """Long table from a cube shaped like ``data`` (inverse of ``to_cube``)."""
+    n_m, n_q, n_s = z.shape
+    f = data.forces if forces is None else forces
+    return pd.DataFrame(
+        {
+            "series": np.repeat(data.series, n_q * n_s),
+            "step": np.tile(np.repeat(data.steps, n_s), n_m),
+            "force_setpoint_N": np.tile(np.repeat(data.setpoints, n_s), n_m),
+            "force_N": np.repeat(np.asarray(f, float).ravel(), n_s),
+            "sensor": np.tile(np.array(data.sensors, dtype=object), n_m * n_q),
+            "displacement_um": z.ravel(),
+        }
+    )
+
+
+def sigma_from_repeats(z: np.ndarray) -> np.ndarray:
+    """Pooled per-sensor standard deviation (um) from repeated series, shape (n_S,).
+
+    ``s_k^2 = sum_{i,j} (z_ijk - mean_i z_ijk)^2 / (n_q (n_M - 1))``: deviations from the
+    per-(step, sensor) series mean, (n_M - 1) degrees of freedom per step (unbiased for
+    ``sigma_k^2`` when the error is constant over steps). Needs n_M >= 2.
+    """
+    n_m, n_q, _ = z.shape
+    if n_m < 2:
+        raise InputError("estimating sigma from repeats needs at least 2 series; pass sigma=")
+    dev = z - z.mean(axis=0, keepdims=True)
+    s = np.sqrt((dev**2).sum(axis=(0, 1)) / (n_q * (n_m - 1)))
+    if np.any(s <= 0):
+        raise InputError("a sensor has zero scatter over the series: pass sigma= explicitly")
+    return s
+
+
+def resolve_sigma(
+    sigma: Mapping[str, float] | pd.DataFrame | None, data: PressData
+) -> tuple[np.ndarray, str]:
+    """Sigma per sensor of ``data`` (um) and its source ("sheet" or "repeats")."""
+    if sigma is None:
+        return sigma_from_repeats(data.z), "repeats"
+    if isinstance(sigma, pd.DataFrame):
+        sigma = dict(zip(sigma["sensor"].astype(str), sigma["sigma_um"].astype(float)))
+    missing = [s for s in data.sensors if s not in sigma]
+    if missing:
+        raise InputError(f"sigma lacks sensor(s) {missing}; given for {sorted(sigma)}")
+    out = np.array([float(sigma[s]) for s in data.sensors])
+    if not np.all(np.isfinite(out)) or np.any(out <= 0):
+        raise InputError(f"sigma must be positive and finite, got {dict(zip(data.sensors, out))}")
+    return out, "sheet"

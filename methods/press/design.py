@@ -1,0 +1,177 @@
+"""Optimal sensor design: criteria A (trace), D (log det), E (largest eigenvalue) of C(omega).
+
+For a sensor subset ``omega`` the information and second-order term are sums over sensors,
+``M(omega) = sum_k omega_k M_k``, ``S(omega) = sum_k omega_k S_k`` (evaluated at one parameter
+vector: the all-sensor estimate, or ``parameters``), and ``C(omega)`` is Bard's covariance
+(``C1`` when A is not positive definite). Unidentifiable subsets (rank < n_p or scaled
+condition > 1e12) get infinite criteria. Small ``n_S``: exhaustive enumeration here; large
+``n_S``: ``methods.press.bnb.branch_and_bound`` on the first-order information.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from methods.errors import InputError
+from methods.press.core import compile_model, parameter_arrays
+from methods.press.covariance import bard_covariance
+from methods.press.data import resolve_sigma
+from methods.press.estimation import aggregate, fit_parameters, model_data
+from methods.press.splits import parse_enum
+
+
+class Criterion(StrEnum):
+    A = "A"
+    D = "D"
+    E = "E"
+
+
+def criteria(C: np.ndarray) -> dict[str, float]:
+    """A = trace C, D = log det C, E = lambda_max(C); inf when C is not finite."""
+    if not np.all(np.isfinite(C)):
+        return {"A": np.inf, "D": np.inf, "E": np.inf}
+    ev = np.linalg.eigvalsh(C)
+    logdet = float(np.sum(np.log(ev))) if ev[0] > 0 else np.inf
+    return {"A": float(np.trace(C)), "D": logdet, "E": float(ev[-1])}
+
+
+@dataclass(frozen=True)
+class SensorDesign:
+    """Result of ``sensor_design``: ``table`` (code, sensors, n_sensors, A, D, E, identifiable,
+    condition, second_order), ``best`` (record of the best identifiable subset, or None),
+    ``criterion``, ``parameters`` (where the design was evaluated), ``sensors`` (model order)."""
+
+    table: pd.DataFrame
+    best: dict[str, Any] | None
+    criterion: str
+    parameters: dict[str, float]
+    sensors: tuple[str, ...]
+
+    def summary(self) -> str:
+        lines = [f"sensor design ({self.criterion}-criterion), sensors {', '.join(self.sensors)}"]
+        for rec in self.table.to_dict("records"):
+            flag = "" if rec["identifiable"] else "  (not identifiable)"
+            lines.append(
+                f"  {rec['code']}: A={rec['A']:.4g} D={rec['D']:.4g} E={rec['E']:.4g}{flag}"
+            )
+        if self.best is None:
+            lines.append("  no identifiable subset")
+        else:
+            lines.append(f"  best: {self.best['code']} ({self.best['sensors']})")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        def plain(v: Any) -> Any:
+            v = v.item() if isinstance(v, np.generic) else v
+            return None if isinstance(v, float) and not np.isfinite(v) else v
+
+        d = {
+            "criterion": self.criterion,
+            "parameters": {k: float(v) for k, v in self.parameters.items()},
+            "sensors": list(self.sensors),
+            "best": None if self.best is None else {k: plain(v) for k, v in self.best.items()},
+            "table": [{k: plain(v) for k, v in r.items()} for r in self.table.to_dict("records")],
+        }
+        json.dumps(d)
+        return d
+
+
+def sensor_blocks(
+    model: Any,
+    table: pd.DataFrame | None,
+    *,
+    parameters: Mapping[str, float] | None = None,
+    sigma: Mapping[str, float] | pd.DataFrame | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, float]]:
+    """Per-sensor information ``M_k`` and second-order terms ``S_k`` (n_S, n_p, n_p), the
+    parameter scales, and the parameters used. Without a table: the model's
+    ``default_forces`` scenario, one series, zero residuals (``S_k = 0``)."""
+    names, p0, scale, _, _ = parameter_arrays(model)
+    n_s = len(model.sensors)
+    if table is not None:
+        data, _ = model_data(model, table, None)
+        sig, _ = resolve_sigma(sigma, data)
+        if parameters is None:
+            fit = fit_parameters(model, table, sigma=dict(zip(data.sensors, sig)))
+            parameters = fit.parameters
+        q = data.setpoints
+        zbar, wt, _ = aggregate(data.z, np.ones(data.z.shape), sig)
+    else:
+        q = getattr(model, "default_forces", None)
+        if q is None:
+            raise InputError("design without data needs a table or model.default_forces")
+        q = np.asarray(q, dtype=float)
+        if sigma is None:
+            sigma = getattr(model, "nominal_sigma", None)
+        if sigma is None:
+            raise InputError("design without data needs sigma= (sensor -> std in um)")
+        sig = np.array([float(dict(sigma)[s]) for s in model.sensors])
+        wt = np.broadcast_to(1.0 / sig**2, (q.size, n_s))
+        zbar = None
+    p = np.array([float((parameters or {}).get(n, v)) for n, v in zip(names, p0)])
+    comp = compile_model(model, q.size)
+    h, J = comp.eval_hJ(p, q)
+    wt = np.asarray(wt).ravel()
+    r = np.zeros_like(h) if zbar is None else h - np.asarray(zbar).ravel()
+    sensor_of = np.tile(np.arange(n_s), q.size)
+    M = np.empty((n_s, len(names), len(names)))
+    S = np.zeros_like(M)
+    for k in range(n_s):
+        wk = wt * (sensor_of == k)
+        M[k] = J.T @ (wk[:, None] * J)
+        if zbar is not None:
+            S[k] = comp.eval_S(p, q, wk * r)
+    return M, S, scale, dict(zip(names, p.tolist()))
+
+
+def sensor_design(
+    model: Any,
+    table: pd.DataFrame | None,
+    *,
+    n_sensors: int | None,
+    criterion: Criterion | str = Criterion.E,
+    parameters: Mapping[str, float] | None = None,
+    sigma: Mapping[str, float] | pd.DataFrame | None = None,
+) -> SensorDesign:
+    """Exhaustive enumeration of the subsets with exactly ``n_sensors`` sensors (None: every
+    size >= n_p). Code "110" = first two model sensors kept."""
+    criterion = parse_enum(Criterion, criterion, "criterion")
+    sensors = tuple(model.sensors)
+    n_s, n_p = len(sensors), len(model.parameters)
+    if n_sensors is not None and not n_p <= n_sensors <= n_s:
+        raise InputError(
+            f"n_sensors must lie between n_p = {n_p} (one sensor per parameter at least) and"
+            f" the {n_s} model sensors, got {n_sensors}"
+        )
+    if n_s > 20:
+        raise InputError(f"{n_s} sensors are too many to enumerate: use branch_and_bound")
+    M, S, scale, used = sensor_blocks(model, table, parameters=parameters, sigma=sigma)
+    sizes = range(n_p, n_s + 1) if n_sensors is None else [n_sensors]
+    rows = []
+    for size in sizes:
+        for subset in itertools.combinations(range(n_s), size):
+            idx = list(subset)
+            cov = bard_covariance(M[idx].sum(axis=0), S[idx].sum(axis=0), scale)
+            rows.append(
+                {
+                    "code": "".join("1" if k in subset else "0" for k in range(n_s)),
+                    "sensors": ",".join(sensors[k] for k in subset),
+                    "n_sensors": size,
+                    **criteria(cov.C),
+                    "identifiable": cov.identifiable,
+                    "condition": cov.condition,
+                    "second_order": cov.second_order_used,
+                }
+            )
+    tab = pd.DataFrame(rows)
+    ok = tab[tab["identifiable"]]
+    best = None if ok.empty else ok.loc[ok[criterion.value].idxmin()].to_dict()
+    return SensorDesign(tab, best, criterion.value, used, sensors)

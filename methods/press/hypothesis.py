@@ -1,0 +1,245 @@
+"""Detection of model uncertainty (METHODS.md section 1, Algorithm 1, with a calibrated statistic).
+
+For each split: fit ``p_cal, C_cal`` on the calibration set and ``p_val, C_val`` on the
+validation set; ``d = p_val - p_cal``;
+
+- ``difference`` (default): ``T = d^T (C_cal + C_val)^-1 d`` -- under a correct model and
+  disjoint data ``d ~ N(0, C_cal + C_val)``, so ``T ~ chi2_{n_p}``;
+- ``paper``: ``T = d^T C_cal^-1 d`` (the seed's ellipsoid test; too liberal for halves);
+
+``alpha_min = 1 - F_chi2_{n_p}(T)``. Family-wise error over the tests by Bonferroni
+(reject test t if ``alpha_t < TOL / n_tests``) or Holm's step-down (sorted p-values
+``alpha_(r) < TOL / (n_tests - r)``, r = 0.., stop at the first failure). The model is
+rejected ("model uncertainty detected") when any test rejects.
+
+Batch interface for orchestration: ``prepare`` -> ``make_splits`` -> ``run_split_batch``
+(any partition of the splits, in any process) -> ``combine_tests``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import special
+
+from methods.errors import InputError
+from methods.press.core import compile_model, parameter_arrays, solve_ls
+from methods.press.covariance import bard_covariance
+from methods.press.data import resolve_sigma
+from methods.press.detection import Detection
+from methods.press.estimation import aggregate, fit_parameters, full_weights, model_data
+from methods.press.splits import Split, SplitKind, make_splits, parse_enum
+
+
+class Statistic(StrEnum):
+    DIFFERENCE = "difference"
+    PAPER = "paper"
+
+
+class Correction(StrEnum):
+    BONFERRONI = "bonferroni"
+    HOLM = "holm"
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Everything a worker needs to run splits; plain numpy arrays plus the model (picklable;
+    the CasADi functions are rebuilt once per process by ``compile_model``).
+
+    ``z`` (n_M, n_q, n_sel) corrected data of the selected sensors, ``cols`` their columns in
+    the model response, ``sigma`` (n_sel,) um, ``setpoints`` (n_q,) N, ``loading`` (n_q,),
+    ``start`` the full-data estimate (start of every split fit), ``scale``/``lower``/``upper``.
+    """
+
+    model: Any
+    names: tuple[str, ...]
+    sensors: tuple[str, ...]
+    z: np.ndarray
+    cols: np.ndarray
+    sigma: np.ndarray
+    setpoints: np.ndarray
+    loading: np.ndarray
+    start: np.ndarray
+    scale: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    statistic: Statistic = Statistic.DIFFERENCE
+
+
+def prepare(
+    model: Any,
+    table: pd.DataFrame,
+    *,
+    sensors: Sequence[str] | None = None,
+    sigma: Mapping[str, float] | pd.DataFrame | None = None,
+    statistic: Statistic | str = Statistic.DIFFERENCE,
+) -> Prepared:
+    """Validate inputs, fit on all data (start values for the splits), pack arrays."""
+    statistic = parse_enum(Statistic, statistic, "statistic")
+    data, cols = model_data(model, table, sensors)
+    sig, _ = resolve_sigma(sigma, data)
+    names, _, scale, lo, hi = parameter_arrays(model)
+    full = fit_parameters(model, table, sensors=data.sensors, sigma=dict(zip(data.sensors, sig)))
+    return Prepared(
+        model, tuple(names), data.sensors, data.z, cols, sig, data.setpoints, data.loading,
+        full.values, scale, lo, hi, statistic,
+    )  # fmt: skip
+
+
+def _fit_weighted(prep: Prepared, w2: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Estimate and covariance C on the residuals with 0/1 weights ``w2`` (n_M, n_q)."""
+    n_q = prep.z.shape[1]
+    w = np.broadcast_to(w2[:, :, None], prep.z.shape)
+    zbar_sel, wt_sel, _ = aggregate(prep.z, w, prep.sigma)
+    n_s_model = len(prep.model.sensors)
+    zbar = full_weights(prep.cols, n_s_model, n_q, zbar_sel)
+    wt = full_weights(prep.cols, n_s_model, n_q, wt_sel)
+    comp = compile_model(prep.model, n_q)
+    res = solve_ls(comp, prep.setpoints, zbar, wt, prep.start, prep.scale, prep.lower, prep.upper)
+    h, J = comp.eval_hJ(res.p, prep.setpoints)
+    M = J.T @ (wt[:, None] * J)
+    S = comp.eval_S(res.p, prep.setpoints, wt * (h - zbar))
+    cov = bard_covariance(M, S, prep.scale)
+    return res.p, cov.C, bool(res.success and cov.identifiable)
+
+
+def statistic_value(d: np.ndarray, C_cal: np.ndarray, C_val: np.ndarray, kind: Statistic) -> float:
+    V = C_cal + C_val if kind is Statistic.DIFFERENCE else C_cal
+    if not np.all(np.isfinite(V)):
+        return np.nan
+    return float(d @ np.linalg.solve(V, d))
+
+
+def run_split_batch(
+    prepared: Prepared, splits: Sequence[Split], *, statistic: Statistic | str | None = None
+) -> pd.DataFrame:
+    """Run the tests of ``splits``; one row per split (columns: test, axis, cal, val,
+    p_cal_<name>, p_val_<name>, T, alpha_min, ok). ``statistic`` overrides the prepared one.
+    """
+    kind = (
+        prepared.statistic if statistic is None else parse_enum(Statistic, statistic, "statistic")
+    )
+    n_m, n_q, _ = prepared.z.shape
+    n_p = len(prepared.names)
+    rows = []
+    for sp in splits:
+        w_cal, w_val = sp.masks(n_m, n_q)
+        p_cal, C_cal, ok_cal = _fit_weighted(prepared, w_cal)
+        p_val, C_val, ok_val = _fit_weighted(prepared, w_val)
+        T = statistic_value(p_val - p_cal, C_cal, C_val, kind)
+        row: dict[str, Any] = {
+            "test": sp.test,
+            "axis": sp.axis,
+            "cal": ",".join(map(str, sp.cal)),
+            "val": ",".join(map(str, sp.val)),
+        }
+        row.update({f"p_cal_{n}": v for n, v in zip(prepared.names, p_cal)})
+        row.update({f"p_val_{n}": v for n, v in zip(prepared.names, p_val)})
+        row["T"] = T
+        row["alpha_min"] = float(special.chdtrc(n_p, T)) if np.isfinite(T) else np.nan
+        row["ok"] = bool(ok_cal and ok_val and np.isfinite(T))
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def decisions(
+    alpha: np.ndarray, tol: float, correction: Correction
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-test rejection and threshold (NaN p-values never reject)."""
+    m = alpha.size
+    a = np.where(np.isfinite(alpha), alpha, np.inf)
+    if correction is Correction.BONFERRONI:
+        thr = np.full(m, tol / m)
+        return a < thr, thr
+    order = np.argsort(a, kind="stable")
+    thr = np.empty(m)
+    thr[order] = tol / (m - np.arange(m))
+    passed = a[order] < thr[order]
+    k = m if passed.all() else int(np.argmin(passed))  # first sorted test that fails
+    rej = np.zeros(m, dtype=bool)
+    rej[order[:k]] = True
+    return rej, thr
+
+
+def combine_tests(
+    rows: pd.DataFrame | Sequence[pd.DataFrame],
+    tol: float = 0.05,
+    correction: Correction | str = Correction.BONFERRONI,
+    n_tests: int | None = None,
+    *,
+    model: str = "",
+    split: str = "",
+    statistic: str = "difference",
+) -> Detection:
+    """Combine test rows (from any number of batches) into a ``Detection``.
+
+    ``n_tests`` (default: number of rows) is the family size of the correction.
+    """
+    correction = parse_enum(Correction, correction, "correction")
+    if not 0.0 < tol < 1.0:
+        raise InputError(f"tol must lie in (0, 1), got {tol}")
+    tests = rows if isinstance(rows, pd.DataFrame) else pd.concat(list(rows), ignore_index=True)
+    tests = tests.sort_values("test").reset_index(drop=True)
+    m = len(tests) if n_tests is None else int(n_tests)
+    if m < len(tests) or m < 1:
+        raise InputError(f"n_tests={m} is smaller than the {len(tests)} tests given")
+    alpha = tests["alpha_min"].to_numpy(float)
+    rej, thr = decisions(np.concatenate([alpha, np.ones(m - len(tests))]), tol, correction)
+    tests = tests.assign(threshold=thr[: len(tests)], rejected=rej[: len(tests)])
+    warnings = []
+    n_bad = int((~tests["ok"].astype(bool)).sum()) if "ok" in tests else 0
+    if n_bad:
+        warnings.append(f"{n_bad} test(s) with a failed or unidentifiable fit (never reject)")
+    return Detection(
+        model=model, split=split, statistic=str(statistic), correction=correction.value,
+        tol=float(tol), n_tests=m, rejected=bool(rej.any()), alpha_min=alpha,
+        threshold=float(tol / m), tests=tests, n_rejections=int(rej.sum()),
+        warnings=tuple(warnings),
+    )  # fmt: skip
+
+
+def detect_model_uncertainty(
+    model: Any,
+    table: pd.DataFrame,
+    *,
+    n_tests: int,
+    tol: float = 0.05,
+    split: SplitKind | str = SplitKind.RANDOM,
+    statistic: Statistic | str = Statistic.DIFFERENCE,
+    correction: Correction | str = Correction.BONFERRONI,
+    seed: int = 0,
+    sensors: Sequence[str] | None = None,
+    sigma: Mapping[str, float] | pd.DataFrame | None = None,
+    calibration_fraction: float = 0.5,
+    progress: Callable[[int, int], None] | None = None,
+) -> Detection:
+    """Algorithm 1 on a table corrected to setpoints (``correct_to_setpoints``).
+
+    ``n_tests`` splits of kind ``split`` (capped at the number of distinct splits, see
+    ``methods.press.splits``), statistic, correction and ``tol`` as in the module docstring.
+    ``progress(done, total)`` is called after every batch of tests.
+    """
+    correction = parse_enum(Correction, correction, "correction")
+    kind = parse_enum(SplitKind, split, "split")
+    prep = prepare(model, table, sensors=sensors, sigma=sigma, statistic=statistic)
+    splits = make_splits(
+        kind, prep.setpoints, prep.loading, prep.z.shape[0], n_tests, seed, calibration_fraction
+    )
+    batches, step = [], 25
+    for start in range(0, len(splits), step):
+        batches.append(run_split_batch(prep, splits[start : start + step]))
+        if progress is not None:
+            progress(min(start + step, len(splits)), len(splits))
+    det = combine_tests(
+        batches, tol, correction, model=str(getattr(model, "name", type(model).__name__)),
+        split=kind.value, statistic=prep.statistic.value,
+    )  # fmt: skip
+    if len(splits) < n_tests:
+        note = f"only {len(splits)} distinct {kind.value} split(s) exist; ran those"
+        det = det.with_warning(note)
+    return det
