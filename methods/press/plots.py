@@ -1,0 +1,110 @@
+"""Figures of the press study (matplotlib imported lazily, Agg backend; returns Figures)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from methods.press.data import to_cube
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def ellipsoid_figure(
+    fit: Any, detection: Any | None = None, *, i: int = 0, j: int = 1, level: float = 0.95
+):
+    """2-D projection of the fit's confidence ellipsoid (parameters ``i``, ``j``) with the
+    calibration and validation estimates of the tests of ``detection`` (if given)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5.5, 4.5))
+    names = list(fit.parameters)
+    if fit.identifiable:
+        e = fit.ellipsoid(level)
+        b = e.boundary_2d(i, j)
+        ax.plot(b[:, 0], b[:, 1], "k-", label=f"{level:.0%} ellipsoid (all data)")
+    ax.plot(fit.values[i], fit.values[j], "k+", ms=10, label="estimate (all data)")
+    if detection is not None and len(detection.tests):
+        t = detection.tests
+        rej = t["rejected"].to_numpy(bool) if "rejected" in t else np.zeros(len(t), bool)
+        for prefix, marker, lab in (("p_cal_", "o", "calibration"), ("p_val_", "x", "validation")):
+            x, y = t[prefix + names[i]], t[prefix + names[j]]
+            ax.scatter(x[~rej], y[~rej], marker=marker, s=14, alpha=0.6, label=lab)
+            if rej.any():
+                ax.scatter(x[rej], y[rej], marker=marker, s=18, c="red", label=lab + " (rejected)")
+    ax.set_xlabel(names[i])
+    ax.set_ylabel(names[j])
+    ax.set_title(f"{fit.model}: parameter estimates")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def hysteresis_figure(
+    model: Any, table: pd.DataFrame, fit: Any, *, sensors: Sequence[str] | None = None
+):
+    """Measured (all series) vs fitted load-displacement curves per sensor; loading and
+    unloading branches drawn separately so the hysteresis loop is visible."""
+    plt = _plt()
+    sensors = list(fit.sensors if sensors is None else sensors)
+    data = to_cube(table, sensors)
+    cols = [list(model.sensors).index(s) for s in sensors]
+    h = np.asarray(model.response(fit.values, data.setpoints))[:, cols]
+    fig, axes = plt.subplots(1, len(sensors), figsize=(4.2 * len(sensors), 3.8), squeeze=False)
+    q_kN = data.setpoints / 1e3
+    for k, (ax, s) in enumerate(zip(axes[0], sensors)):
+        for i in range(data.z.shape[0]):
+            ax.plot(data.forces[i] / 1e3, data.z[i, :, k], ".", color="0.6", ms=3)
+        for branch, style, lab in (
+            (data.loading, "-", "loading"),
+            (~data.loading, "--", "unloading"),
+        ):
+            idx = np.flatnonzero(branch)
+            if idx.size and not branch.all():
+                idx = np.r_[idx, idx[-1] + 1] if lab == "loading" else np.r_[idx[0] - 1, idx]
+                idx = idx[(idx >= 0) & (idx < q_kN.size)]
+            ax.plot(q_kN[idx], h[idx, k], style, label=f"{fit.model} {lab}")
+        ax.set_xlabel("process force (kN)")
+        ax.set_ylabel(f"{s} (um)")
+        ax.legend(fontsize=7)
+    fig.suptitle(f"measured (dots) vs fitted {fit.model}")
+    fig.tight_layout()
+    return fig
+
+
+def design_figure(design: Any):
+    """A, D (as det = exp(logdet)) and E criteria per subset, log-scale bars; unidentifiable
+    subsets are marked instead of drawn (their criteria are infinite)."""
+    plt = _plt()
+    t = design.table
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.6))
+    for ax, crit in zip(axes, ("A", "D", "E")):
+        vals = t[crit].to_numpy(float)
+        if crit == "D":
+            vals = np.exp(np.clip(vals, -700, 700))
+        finite = np.isfinite(vals)
+        x = np.arange(len(t))
+        ax.bar(x[finite], vals[finite], color="tab:blue")
+        top = vals[finite].max() if finite.any() else 1.0
+        for xi in x[~finite]:
+            ax.text(xi, top, "not\nidentifiable", ha="center", va="bottom", fontsize=7, color="red")
+        ax.set_yscale("log")
+        ax.set_xticks(x, t["code"].tolist())
+        ax.set_title({"A": "A: trace C", "D": "D: det C", "E": "E: max eig C"}[crit])
+        if design.best is not None:
+            ax.get_xticklabels()[
+                int(np.flatnonzero(t["code"] == design.best["code"])[0])
+            ].set_color("green")
+    fig.suptitle(f"sensor design ({design.criterion}-optimal: "
+                 f"{design.best['code'] if design.best else 'none'})")  # fmt: skip
+    fig.tight_layout()
+    return fig
