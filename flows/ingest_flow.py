@@ -23,7 +23,9 @@ class IngestSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    inbox: str | None = Field(None, description="Folder scanned for new files; empty = <data root>/inbox")
+    inbox: str | None = Field(
+        None, description="Folder scanned for new files; empty = <data root>/inbox"
+    )
     data_root: str | None = Field(
         None, description="Dataset, archive, quarantine, ledger; empty = GREYLAB_DATA_ROOT"
     )

@@ -1,0 +1,619 @@
+"""Lab-data ingestion: inbox -> validated, partitioned Parquet dataset; archive; quarantine.
+
+Which study a file belongs to (by its columns, exact names):
+
+- press measurement table: `series, step, force_setpoint_N, force_N, sensor, displacement_um`
+- drive recording: `t_s, torque_Nm, velocity_rad_s` (+ optional `position_rad`)
+
+A file with every column of exactly one study belongs to it; with every column of both it is
+ambiguous (quarantined). Otherwise it belongs to the study whose columns it has the larger
+share of, if that share is at least half (so a press table lacking one column is reported as
+"press table missing column ..."); anything else is "neither" (quarantined). Extra columns
+are dropped; drive parts always carry `position_rad` (null when the file has none), so
+all parts of a study share one Parquet schema.
+
+Campaign, from the file name: `<campaign>__<anything>.csv|.parquet` with campaign
+`[a-z0-9-]{1,64}` (lower case; two underscores separate it); any other name goes to campaign
+`default`. Example: `line-3__2026-05-01_run2.csv` -> campaign `line-3`.
+
+Layout under the data root:
+
+```
+datasets/study=<press|drive>/campaign=<name>/part-<sha256>.parquet   validated rows
+archive/<sha256>-<safe name>                                          ingested originals
+quarantine/<safe name> + <safe name>.error.txt                        rejects + reason
+ledger.jsonl                                                          one record per outcome
+.ingest.lock                                                          one run at a time
+```
+
+Identity is the SHA-256 of the file's bytes: a file whose content is already in the ledger is
+a duplicate (archived, reported, not appended) whatever its name. Each part holds the validated
+rows plus `source_sha256`; the part is named by the content hash, so rewriting it is
+idempotent.
+
+Crash safety: part (atomic temp + fsync + rename) -> ledger record (fsynced append) -> move
+the original. A re-run completes a half-done job: a part without ledger record is reused and
+recorded; a ledger record whose original is still in the inbox is finished by archiving it.
+Temporary files of killed writes start with a dot, so dataset readers (pyarrow) skip them;
+the next run removes them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow.parquet as pq
+from prefect import task
+
+from schemas.errors import DataError, read_table
+from schemas.press import validate_press_table
+from schemas.storage import write_parquet_atomic
+from tasks.ingest_files import (
+    IngestError,
+    Ledger,
+    display_name,
+    exclusive_lock,
+    fsync_dir,
+    hash_file,
+    move_no_overwrite,
+    safe_name,
+    same_file,
+    scan_inbox,
+    unchanged,
+    write_text_atomic,
+)
+
+PRESS_COLUMNS = ("series", "step", "force_setpoint_N", "force_N", "sensor", "displacement_um")
+DRIVE_COLUMNS = ("t_s", "torque_Nm", "velocity_rad_s")
+DRIVE_OPTIONAL = ("position_rad",)
+DEFAULT_CAMPAIGN = "default"
+SOURCE_COLUMN = "source_sha256"
+_CAMPAIGN = re.compile(r"([a-z0-9-]{1,64})__.+", re.DOTALL)
+
+
+class Study(StrEnum):
+    press = "press"
+    drive = "drive"
+
+
+class Status(StrEnum):
+    ingested = "ingested"  # new rows appended (or a crashed run's part recorded)
+    resumed = "resumed"  # ledger already had it; the original was archived now
+    duplicate = "duplicate"  # content already ingested (under this or another name)
+    quarantined = "quarantined"  # invalid: moved to quarantine with an error report
+    skipped = "skipped"  # left in the inbox (symlink, folder, hidden, still uploading)
+
+
+# -- rules ----------------------------------------------------------------------------------
+
+
+def classify(columns: Iterable[str], *, source: str = "table") -> Study:
+    """The study a table belongs to, by its column names (rule in the module docstring)."""
+    present = {str(c) for c in columns}
+    required = {Study.press: PRESS_COLUMNS, Study.drive: DRIVE_COLUMNS}
+    complete = [s for s, cols in required.items() if set(cols) <= present]
+    if len(complete) == 1:
+        return complete[0]
+    if len(complete) == 2:
+        raise DataError(
+            f"{source}: ambiguous: has the columns of a press table {list(PRESS_COLUMNS)} "
+            f"and of a drive recording {list(DRIVE_COLUMNS)}; split it into two files"
+        )
+    share = {s: len(set(cols) & present) / len(cols) for s, cols in required.items()}
+    best = max(share, key=lambda s: share[s])
+    if share[best] >= 0.5 and share[Study.press] != share[Study.drive]:
+        return best
+    raise DataError(
+        f"{source}: neither a press measurement table (columns {list(PRESS_COLUMNS)}) nor a "
+        f"drive recording (columns {list(DRIVE_COLUMNS)}, optional {list(DRIVE_OPTIONAL)}); "
+        f"found columns {sorted(present)}"
+    )
+
+
+def campaign_of(name: str) -> str:
+    """Campaign from `<campaign>__<anything>.<ext>`; `default` when the name does not match."""
+    stem = name.rsplit(".", 1)[0] if "." in name else name
+    match = _CAMPAIGN.fullmatch(stem)
+    return match.group(1) if match else DEFAULT_CAMPAIGN
+
+
+def validate(study: Study, frame: pd.DataFrame, *, source: str) -> pd.DataFrame:
+    """Validate with the study's schema; raises `DataError` naming file, rows and fields."""
+    if study is Study.press:
+        return validate_press_table(frame, source=source)
+    from schemas.drive import validate_drive_recording
+
+    table = validate_drive_recording(frame, source=source)
+    # One schema for every drive part: known columns only, `position_rad` null when absent.
+    columns = list(DRIVE_COLUMNS + DRIVE_OPTIONAL)
+    return table.reindex(columns=columns).astype(float).reset_index(drop=True)
+
+
+def part_path(data_root: Path, study: Study | str, campaign: str, sha256: str) -> Path:
+    return (
+        data_root
+        / "datasets"
+        / f"study={study}"
+        / f"campaign={campaign}"
+        / f"part-{sha256}.parquet"
+    )
+
+
+# -- results --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FileOutcome:
+    """What happened to one inbox entry.
+
+    Fields: `name` (original, for display), `status`, `sha256`, `study`, `campaign`, `rows`
+    (rows appended, 0 unless ingested), `target` (where the file or part went, relative to the
+    data root), `message` (reason or the validation error).
+    """
+
+    name: str
+    status: Status
+    sha256: str | None = None
+    study: str | None = None
+    campaign: str | None = None
+    rows: int = 0
+    target: str | None = None
+    message: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "status": self.status.value}
+
+
+@dataclass(frozen=True)
+class IngestReport:
+    """One ingestion run: per-file outcomes and totals.
+
+    Fields: `inbox`, `data_root`, `dry_run`, `started`, `finished` (ISO UTC), `outcomes`.
+    """
+
+    inbox: str
+    data_root: str
+    dry_run: bool
+    started: str
+    finished: str
+    outcomes: tuple[FileOutcome, ...] = field(default_factory=tuple)
+
+    def count(self, status: Status) -> int:
+        return sum(1 for o in self.outcomes if o.status is status)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {s.value: self.count(s) for s in Status}
+
+    @property
+    def rows(self) -> int:
+        return sum(o.rows for o in self.outcomes)
+
+    @property
+    def new_data(self) -> list[tuple[str, str]]:
+        """(study, campaign) pairs that received new rows in this run, sorted."""
+        return sorted(
+            {
+                (o.study, o.campaign)
+                for o in self.outcomes
+                if o.status is Status.ingested and o.study
+            }
+        )
+
+    def table(self) -> pd.DataFrame:
+        columns = [f.name for f in FileOutcome.__dataclass_fields__.values()]
+        return pd.DataFrame([o.to_dict() for o in self.outcomes], columns=columns)
+
+    def summary(self) -> str:
+        head = "dry run: " if self.dry_run else ""
+        counts = ", ".join(f"{n} {s}" for s, n in self.counts.items() if n)
+        lines = [f"{head}ingestion of {self.inbox}: {counts or 'nothing to do'}; {self.rows} rows"]
+        for o in self.outcomes:
+            if o.status in (Status.quarantined, Status.duplicate, Status.skipped):
+                first = o.message.splitlines()[0] if o.message else ""
+                lines.append(f"  {o.status.value:<11} {o.name}: {first}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "inbox": self.inbox,
+            "data_root": self.data_root,
+            "dry_run": self.dry_run,
+            "started": self.started,
+            "finished": self.finished,
+            "counts": self.counts,
+            "rows": self.rows,
+            "new_data": [{"study": s, "campaign": c} for s, c in self.new_data],
+            "outcomes": [o.to_dict() for o in self.outcomes],
+        }
+
+
+# -- the job --------------------------------------------------------------------------------
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def check_folders(inbox: Path, data_root: Path) -> None:
+    """The inbox must be an existing folder outside the dataset, archive and quarantine."""
+    if not inbox.is_dir():
+        raise IngestError(f"inbox {inbox}: not an existing folder")
+    inbox_r, root_r = inbox.resolve(), data_root.resolve()
+    for managed in ("datasets", "archive", "quarantine"):
+        folder = root_r / managed
+        if inbox_r == folder or folder in inbox_r.parents or inbox_r in folder.parents:
+            raise IngestError(
+                f"inbox {inbox} overlaps the managed folder {folder}; use a separate inbox"
+            )
+    if inbox_r == root_r:
+        raise IngestError(f"inbox {inbox} is the data root itself; use a subfolder like inbox/")
+
+
+class _Job:
+    """One run over the inbox; `dry_run` decides everything but writes and moves nothing."""
+
+    def __init__(self, inbox: Path, data_root: Path, dry_run: bool) -> None:
+        self.inbox, self.root, self.dry_run = inbox, data_root, dry_run
+        self.ledger = Ledger(data_root / "ledger.jsonl")
+        records = self.ledger.read()
+        self.ingested = {r["sha256"]: r for r in records if r.get("status") == "ingested"}
+        self.duplicates = {
+            (r["sha256"], r["name"]) for r in records if r.get("status") == "duplicate"
+        }
+
+    # -- entry point for one file --
+    def process(self, name: str, path: Path) -> FileOutcome:
+        shown = display_name(name)
+        try:
+            sha, identity = hash_file(path)
+        except FileNotFoundError:
+            return FileOutcome(shown, Status.skipped, message="vanished during the run")
+        except IngestError as exc:
+            return FileOutcome(shown, Status.skipped, message=str(exc))
+        known = self.ingested.get(sha)
+        if known is not None:
+            return self._already_ingested(name, path, sha, known)
+        try:
+            frame = read_table(path)
+            study = classify(frame.columns, source=shown)
+            campaign = campaign_of(name)
+            table = validate(study, frame, source=shown)
+        except DataError as exc:
+            if not unchanged(path, identity):
+                return FileOutcome(shown, Status.skipped, sha, message="changed while being read")
+            return self._quarantine(name, path, sha, str(exc))
+        if not unchanged(path, identity):
+            return FileOutcome(shown, Status.skipped, sha, message="changed while being read")
+        return self._ingest(name, path, sha, study, campaign, table)
+
+    def _ingest(
+        self, name: str, path: Path, sha: str, study: Study, campaign: str, table: pd.DataFrame
+    ) -> FileOutcome:
+        part = part_path(self.root, study, campaign, sha)
+        record = {
+            "sha256": sha,
+            "name": name,
+            "study": study.value,
+            "campaign": campaign,
+            "rows": len(table),
+            "status": Status.ingested.value,
+            "part": str(part.relative_to(self.root)),
+        }
+        if not self.dry_run:
+            if not _part_is_complete(part, len(table)):
+                write_parquet_atomic(table.assign(**{SOURCE_COLUMN: sha}), part)
+                fsync_dir(part.parent)
+            self.ledger.append({**record, "time": _now()})
+            self._archive(path, sha, name)
+        self.ingested[sha] = record
+        return FileOutcome(
+            display_name(name),
+            Status.ingested,
+            sha,
+            study.value,
+            campaign,
+            len(table),
+            record["part"],
+            f"{len(table)} rows -> {record['part']}",
+        )
+
+    def _already_ingested(
+        self, name: str, path: Path, sha: str, known: dict[str, Any]
+    ) -> FileOutcome:
+        shown = display_name(name)
+        common = {"sha256": sha, "study": known.get("study"), "campaign": known.get("campaign")}
+        archived = self._archive_path(sha, name)
+        # A crash between the ledger record and the move leaves the very same file behind:
+        # same name, and either not archived yet or hard-linked there already.
+        if known.get("name") == name and (not archived.exists() or same_file(path, archived)):
+            if not self.dry_run:
+                self._archive(path, sha, name)
+            return FileOutcome(
+                shown,
+                Status.resumed,
+                target=str(archived.relative_to(self.root)),
+                message="recorded by an interrupted run; archived now",
+                **common,
+            )
+        if not self.dry_run:
+            if (sha, name) not in self.duplicates:
+                self.ledger.append(
+                    {
+                        **common,
+                        "name": name,
+                        "rows": 0,
+                        "status": Status.duplicate.value,
+                        "duplicate_of": known.get("name"),
+                        "time": _now(),
+                    }
+                )
+            target = self._archive(path, sha, name)
+        else:
+            target = archived
+        self.duplicates.add((sha, name))
+        return FileOutcome(
+            shown,
+            Status.duplicate,
+            target=str(target.relative_to(self.root)),
+            message=f"same content as {display_name(str(known.get('name')))} "
+            f"(already ingested into {known.get('study')}/{known.get('campaign')})",
+            **common,
+        )
+
+    def _quarantine(self, name: str, path: Path, sha: str, error: str) -> FileOutcome:
+        folder = self.root / "quarantine"
+        target = self._free_name(folder, safe_name(name), sha)
+        if not self.dry_run:
+            report = (
+                f"file: {display_name(name)}\nsha256: {sha}\nquarantined: {_now()}\n"
+                f"quarantined as: {target.name}\n\nproblem:\n{error}\n\n"
+                "Fix the file and drop it into the inbox again (under any name).\n"
+            )
+            while True:
+                write_text_atomic(report, target.with_name(target.name + ".error.txt"))
+                try:
+                    move_no_overwrite(path, target)
+                    break
+                except FileExistsError:  # taken in between by someone else: next free name
+                    target = self._free_name(folder, safe_name(name), sha)
+            self.ledger.append(
+                {
+                    "sha256": sha,
+                    "name": name,
+                    "study": None,
+                    "campaign": None,
+                    "rows": 0,
+                    "status": Status.quarantined.value,
+                    "quarantine": str(target.relative_to(self.root)),
+                    "error": error.splitlines()[0] if error else "",
+                    "time": _now(),
+                }
+            )
+        return FileOutcome(
+            display_name(name),
+            Status.quarantined,
+            sha,
+            target=str(target.relative_to(self.root)),
+            message=error,
+        )
+
+    # -- places --
+    def _archive_path(self, sha: str, name: str) -> Path:
+        return self.root / "archive" / f"{sha}-{safe_name(name)}"
+
+    def _archive(self, path: Path, sha: str, name: str) -> Path:
+        """Move to the archive; never overwrite. An identical archived copy makes the inbox
+        copy redundant (same bytes by hash), so it is removed instead."""
+        target = self._archive_path(sha, name)
+        for attempt in range(1000):
+            try:
+                return move_no_overwrite(path, target)
+            except FileExistsError:
+                if same_file(path, target) or _sha_of(target) == sha:
+                    path.unlink()
+                    return target
+                target = target.with_name(f"{sha}-{attempt + 1}-{safe_name(name)}")
+        raise IngestError(f"{display_name(name)}: no free archive name for {sha}")
+
+    @staticmethod
+    def _free_name(folder: Path, name: str, sha: str) -> Path:
+        stem, dot, suffix = name.rpartition(".")
+        stem, suffix = (stem, dot + suffix) if dot and stem else (name, "")
+        candidates = [name, f"{stem}-{sha[:12]}{suffix}"]
+        candidates += [f"{stem}-{sha[:12]}-{n}{suffix}" for n in range(1, 1000)]
+        for candidate in candidates:
+            path = folder / candidate
+            if not path.exists() and not path.with_name(candidate + ".error.txt").exists():
+                return path
+        raise IngestError(f"{folder}: no free quarantine name for {name}")
+
+
+def _sha_of(path: Path) -> str | None:
+    try:
+        return hash_file(path)[0]
+    except (OSError, IngestError):
+        return None
+
+
+def _part_is_complete(path: Path, rows: int) -> bool:
+    """A part left by an interrupted run is reused if it is a readable Parquet file with the
+    expected row count (it is named by content, so it holds the same rows)."""
+    if not path.exists():
+        return False
+    try:
+        return pq.read_metadata(path).num_rows == rows
+    except Exception:  # truncated or foreign file: rewrite it atomically
+        return False
+
+
+def _remove_stale_temp_files(data_root: Path) -> int:
+    """Temporary files of writers killed mid-write (`.<name>.<random>.tmp`); lock held."""
+    removed = 0
+    for folder in ("datasets", "archive", "quarantine"):
+        base = data_root / folder
+        if base.is_dir():
+            for tmp in base.rglob(".*.tmp"):
+                if tmp.is_file() and not tmp.is_symlink():
+                    tmp.unlink(missing_ok=True)
+                    removed += 1
+    return removed
+
+
+def ingest_inbox(
+    inbox: str | Path,
+    data_root: str | Path,
+    *,
+    dry_run: bool = False,
+    settle_seconds: float = 0.0,
+    on_file: Callable[[FileOutcome], None] | None = None,
+) -> IngestReport:
+    """Ingest every new file in `inbox` into the dataset under `data_root` (see module doc).
+
+    Files are processed in name order, one at a time, under an exclusive lock on the data
+    root (a second concurrent run raises `IngestBusyError`). `dry_run` reports what would
+    happen without writing or moving anything. Returns an `IngestReport`.
+    """
+    inbox, data_root = Path(inbox), Path(data_root)
+    check_folders(inbox, data_root)
+    started = _now()
+    outcomes: list[FileOutcome] = []
+
+    def run() -> None:
+        job = _Job(inbox, data_root, dry_run)
+        for entry in scan_inbox(inbox, settle_seconds=settle_seconds):
+            if entry.skip_reason is not None:
+                outcome = FileOutcome(
+                    display_name(entry.name), Status.skipped, message=entry.skip_reason
+                )
+            else:
+                outcome = job.process(entry.name, entry.path)
+            outcomes.append(outcome)
+            if on_file is not None:
+                on_file(outcome)
+
+    if dry_run:
+        run()
+    else:
+        data_root.mkdir(parents=True, exist_ok=True)
+        with exclusive_lock(data_root / ".ingest.lock"):
+            _remove_stale_temp_files(data_root)
+            run()
+    return IngestReport(str(inbox), str(data_root), dry_run, started, _now(), tuple(outcomes))
+
+
+# -- reading the dataset back ---------------------------------------------------------------
+
+
+def read_dataset(data_root: str | Path, study: Study | str) -> pd.DataFrame:
+    """All ingested rows of one study, with a `campaign` column (from the partition path)."""
+    import pyarrow.dataset as ds
+
+    folder = Path(data_root) / "datasets" / f"study={Study(study).value}"
+    if not folder.is_dir():
+        return pd.DataFrame()
+    dataset = ds.dataset(folder, format="parquet", partitioning="hive")
+    return dataset.to_table().to_pandas()
+
+
+def campaign_table(data_root: str | Path, study: Study | str, campaign: str) -> pd.DataFrame:
+    """One press campaign's rows from all its ingested files, in ledger order, validated again.
+
+    The `series` numbers of each file are renumbered after those of earlier files, so
+    repeated series from several lab files stay distinct (key series, step, sensor).
+    """
+    data_root, study = Path(data_root), Study(study)
+    if study is not Study.press:
+        raise IngestError(
+            "drive recordings are separate experiments (each has its own time axis) and are "
+            "not concatenated; read them with read_dataset() and group by source_sha256"
+        )
+    records = [
+        r
+        for r in Ledger(data_root / "ledger.jsonl").read()
+        if r.get("status") == "ingested"
+        and r.get("study") == study.value
+        and r.get("campaign") == campaign
+    ]
+    if not records:
+        raise IngestError(f"no ingested {study.value} data for campaign '{campaign}'")
+    frames, offset = [], 0
+    for record in records:
+        frame = pd.read_parquet(data_root / record["part"]).drop(columns=[SOURCE_COLUMN])
+        codes = pd.factorize(frame["series"], sort=True)[0]
+        frame = frame.assign(series=codes + offset)
+        offset += int(codes.max()) + 1
+        frames.append(frame)
+    table = pd.concat(frames, ignore_index=True)
+    return validate(study, table, source=f"campaign '{campaign}' ({study.value})")
+
+
+# -- Prefect tasks (thin) -------------------------------------------------------------------
+
+
+@task(name="ingest-inbox")
+def ingest_inbox_task(
+    inbox: str, data_root: str, dry_run: bool = False, settle_seconds: float = 0.0
+) -> IngestReport:
+    """The whole inbox in one task: files are processed in order under one lock."""
+    return ingest_inbox(inbox, data_root, dry_run=dry_run, settle_seconds=settle_seconds)
+
+
+def log_ingestion(report: IngestReport, experiment: str = "ingest-lab-data", tracker=None) -> str:
+    """One MLflow run per ingestion: counts as metrics, outcomes and rejects as tables."""
+    from tasks.tracking import Tracker
+
+    tracker = tracker or Tracker()
+    tracker.ensure_store()
+    run_id = tracker.start_run(experiment, f"ingest {report.started}", study="ingest")
+    try:
+        tracker.log_params(
+            run_id,
+            {"inbox": report.inbox, "data_root": report.data_root, "dry_run": report.dry_run},
+        )
+        tracker.log_metrics(
+            run_id,
+            {
+                "files": len(report.outcomes),
+                "ingested": report.count(Status.ingested),
+                "resumed": report.count(Status.resumed),
+                "duplicates": report.count(Status.duplicate),
+                "quarantined": report.count(Status.quarantined),
+                "skipped": report.count(Status.skipped),
+                "rows": report.rows,
+            },
+        )
+        table = report.table()
+        tracker.log_table(run_id, table, "ingest/files.csv")
+        rejects = table[table["status"].isin([Status.quarantined, Status.duplicate])]
+        if not rejects.empty:
+            tracker.log_table(run_id, rejects, "ingest/rejects.csv")
+        tracker.log_json(run_id, report.to_dict(), "ingest/report.json")
+    except BaseException:
+        tracker.end_run(run_id, failed=True)
+        raise
+    tracker.end_run(run_id)
+    return run_id
+
+
+@task(name="log-ingestion")
+def log_ingestion_task(report: IngestReport, experiment: str = "ingest-lab-data") -> str:
+    return log_ingestion(report, experiment)
+
+
+@task(name="build-campaign-table")
+def campaign_table_task(data_root: str, study: str, campaign: str) -> str:
+    """Concatenate a campaign's parts into one content-addressed Parquet table; its path."""
+    from schemas.storage import store_table
+    from tasks.tracking import content_hash
+
+    table = campaign_table(data_root, study, campaign)
+    folder = Path(data_root) / "campaigns" / study / safe_name(campaign)
+    return str(store_table(table, folder, content_hash(table)))
