@@ -28,11 +28,11 @@ import pandas as pd
 from scipy import special
 
 from methods.errors import InputError
-from methods.press.core import compile_model, parameter_arrays, solve_ls
-from methods.press.covariance import bard_covariance
+from methods.press.batch import covariance_batch, solve_ls_batch
+from methods.press.core import compile_model, parameter_arrays
 from methods.press.data import resolve_sigma
 from methods.press.detection import Detection
-from methods.press.estimation import aggregate, fit_parameters, full_weights, model_data
+from methods.press.estimation import fit_parameters, model_data
 from methods.press.splits import Split, SplitKind, make_splits, parse_enum
 
 
@@ -91,21 +91,26 @@ def prepare(
     )  # fmt: skip
 
 
-def _fit_weighted(prep: Prepared, w2: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
-    """Estimate and covariance C on the residuals with 0/1 weights ``w2`` (n_M, n_q)."""
-    n_q = prep.z.shape[1]
-    w = np.broadcast_to(w2[:, :, None], prep.z.shape)
-    zbar_sel, wt_sel, _ = aggregate(prep.z, w, prep.sigma)
+def _fit_many(prep: Prepared, W: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Estimates (N, n_p), covariances C (N, n_p, n_p) and ok flags for 0/1 weights W
+    (N, n_M, n_q) over (series, step); all fits of the batch run vectorised."""
+    n, n_q = W.shape[0], prep.z.shape[1]
+    cnt = W.sum(axis=1)  # (N, n_q)
+    zsum = np.einsum("nmq,mqs->nqs", W, prep.z)
+    zbar_sel = zsum / np.maximum(cnt, 1)[:, :, None]
+    wt_sel = cnt[:, :, None] / prep.sigma**2
     n_s_model = len(prep.model.sensors)
-    zbar = full_weights(prep.cols, n_s_model, n_q, zbar_sel)
-    wt = full_weights(prep.cols, n_s_model, n_q, wt_sel)
+    zbar = np.zeros((n, n_q, n_s_model))
+    wt = np.zeros((n, n_q, n_s_model))
+    zbar[:, :, prep.cols] = zbar_sel
+    wt[:, :, prep.cols] = wt_sel
+    zbar, wt = zbar.reshape(n, -1), wt.reshape(n, -1)
     comp = compile_model(prep.model, n_q)
-    res = solve_ls(comp, prep.setpoints, zbar, wt, prep.start, prep.scale, prep.lower, prep.upper)
-    h, J = comp.eval_hJ(res.p, prep.setpoints)
-    M = J.T @ (wt[:, None] * J)
-    S = comp.eval_S(res.p, prep.setpoints, wt * (h - zbar))
-    cov = bard_covariance(M, S, prep.scale)
-    return res.p, cov.C, bool(res.success and cov.identifiable)
+    P, _, ok = solve_ls_batch(
+        comp, prep.setpoints, zbar, wt, prep.start, prep.scale, prep.lower, prep.upper
+    )
+    C, ident = covariance_batch(comp, prep.setpoints, P, zbar, wt, prep.scale)
+    return P, C, ok & ident
 
 
 def statistic_value(d: np.ndarray, C_cal: np.ndarray, C_val: np.ndarray, kind: Statistic) -> float:
@@ -126,23 +131,27 @@ def run_split_batch(
     )
     n_m, n_q, _ = prepared.z.shape
     n_p = len(prepared.names)
+    if not splits:
+        return pd.DataFrame()
+    masks = [sp.masks(n_m, n_q) for sp in splits]
+    W = np.stack([m[0] for m in masks] + [m[1] for m in masks])
+    P, C, ok = _fit_many(prepared, W)
+    k = len(splits)
     rows = []
-    for sp in splits:
-        w_cal, w_val = sp.masks(n_m, n_q)
-        p_cal, C_cal, ok_cal = _fit_weighted(prepared, w_cal)
-        p_val, C_val, ok_val = _fit_weighted(prepared, w_val)
-        T = statistic_value(p_val - p_cal, C_cal, C_val, kind)
+    for t, sp in enumerate(splits):
+        p_cal, p_val = P[t], P[k + t]
+        T = statistic_value(p_val - p_cal, C[t], C[k + t], kind)
         row: dict[str, Any] = {
             "test": sp.test,
             "axis": sp.axis,
             "cal": ",".join(map(str, sp.cal)),
             "val": ",".join(map(str, sp.val)),
         }
-        row.update({f"p_cal_{n}": v for n, v in zip(prepared.names, p_cal)})
-        row.update({f"p_val_{n}": v for n, v in zip(prepared.names, p_val)})
+        row.update({f"p_cal_{n}": v for n, v in zip(prepared.names, p_cal.tolist())})
+        row.update({f"p_val_{n}": v for n, v in zip(prepared.names, p_val.tolist())})
         row["T"] = T
         row["alpha_min"] = float(special.chdtrc(n_p, T)) if np.isfinite(T) else np.nan
-        row["ok"] = bool(ok_cal and ok_val and np.isfinite(T))
+        row["ok"] = bool(ok[t] and ok[k + t] and np.isfinite(T))
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -8,7 +8,7 @@ from tests.methods.press.helpers import table_from
 
 
 def _table(noise: np.ndarray):
-    n_m, n_q = noise.shape
+    n_q = noise.shape[1]
     return table_from(noise[:, :, None], np.linspace(1.0, 2.0, n_q), ["s"])
 
 
