@@ -1,0 +1,58 @@
+"""Registry of underactuated systems: ``get_system(name, overrides)``, ``list_systems()``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from methods.dae import Demand
+from methods.errors import InputError
+from models.underactuated.base import System, SystemSpec
+from models.underactuated.cranes import PLANAR_CRANE, ROTARY_CRANE, TROLLEY_CRANE
+from models.underactuated.elastic import ELASTIC_JOINT_1, ELASTIC_JOINT_2
+from models.underactuated.linear import CHAIN, TWO_MASS
+from models.underactuated.ship import SHIP
+
+__all__ = ["SYSTEMS", "exact_solution", "get_system", "list_systems"]
+
+SYSTEMS: dict[str, SystemSpec] = {
+    s.name: s
+    for s in (
+        TWO_MASS,
+        CHAIN,
+        ELASTIC_JOINT_1,
+        ELASTIC_JOINT_2,
+        PLANAR_CRANE,
+        TROLLEY_CRANE,
+        ROTARY_CRANE,
+        SHIP,
+    )
+}
+try:  # the aircraft is optional while it is being built
+    from models.underactuated.aircraft import AIRCRAFT
+
+    SYSTEMS[AIRCRAFT.name] = AIRCRAFT
+except ImportError:  # pragma: no cover
+    pass
+
+
+def list_systems() -> list[SystemSpec]:
+    """All registered systems (name, description, parameters with units and defaults)."""
+    return list(SYSTEMS.values())
+
+
+def get_system(name: str, overrides: Mapping[str, float] | None = None) -> System:
+    """Build system ``name`` with parameter ``overrides`` (names as in ``list_systems()``)."""
+    if name not in SYSTEMS:
+        raise InputError(f"unknown system {name!r}; known: {sorted(SYSTEMS)}")
+    return SYSTEMS[name](overrides)
+
+
+def exact_solution(system: System, demand: Demand | Mapping | None, t: np.ndarray) -> pd.DataFrame:
+    """Exact (flat) solution where one is implemented (two_mass, chain, planar_crane)."""
+    if system.exact is None:
+        raise InputError(f"system {system.name!r} has no exact solution implemented")
+    dem = demand if isinstance(demand, Demand) else system.demand(demand)
+    return system.exact(dem, np.asarray(t, float))
