@@ -159,3 +159,14 @@ def test_bad_options_are_input_errors(two_mass):
         solve_inverse(two_mass.problem, two_mass.default_demand, method="rk4")
     with pytest.raises(InputError, match="dt must be"):
         solve_inverse(two_mass.problem, two_mass.default_demand, dt=-1)
+
+
+def test_plot_result_writes_a_figure(two_mass, tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from methods.dae.plots import plot_result
+
+    r = solve_inverse(two_mass.problem, two_mass.default_demand, dt=1e-2)
+    plot_result(r, path=tmp_path / "f.png")
+    assert (tmp_path / "f.png").stat().st_size > 1000
