@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from methods.errors import InputError
+from methods.press.bnb import DesignResult, branch_and_bound  # noqa: F401  (re-exported)
 from methods.press.core import compile_model, parameter_arrays
 from methods.press.covariance import bard_covariance
 from methods.press.data import resolve_sigma
