@@ -286,10 +286,16 @@ class _Job:
             study = classify(frame.columns, source=shown)
             campaign = campaign_of(name)
             table = validate(study, frame, source=shown)
-        except DataError as exc:
+        except Exception as exc:  # untrusted bytes: whatever breaks the reader is a reject
             if not unchanged(path, identity):
                 return FileOutcome(shown, Status.skipped, sha, message="changed while being read")
-            return self._quarantine(name, path, sha, str(exc))
+            message = (
+                str(exc)
+                if isinstance(exc, DataError)
+                else f"{shown}: unexpected error while reading or validating "
+                f"({type(exc).__name__}: {exc}); please report it with this file"
+            )
+            return self._quarantine(name, path, sha, message)
         if not unchanged(path, identity):
             return FileOutcome(shown, Status.skipped, sha, message="changed while being read")
         return self._ingest(name, path, sha, study, campaign, table)

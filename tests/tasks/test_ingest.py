@@ -540,3 +540,22 @@ def test_sigkill_mid_write_leaves_dataset_readable_and_next_run_completes(
     pd.testing.assert_frame_equal(
         _sorted(got, PRESS_KEY)[expected.columns], expected, check_dtype=False
     )
+
+
+def test_unexpected_reader_error_quarantines_the_file_not_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inbox, root, _ = _one_press_file(tmp_path)
+    write(inbox, "line-1__b.csv", press_frame(np.random.default_rng(9)))
+    real = ingest.validate
+
+    def flaky(study: Study, frame: pd.DataFrame, *, source: str) -> pd.DataFrame:
+        if "b.csv" in source:
+            raise TypeError("cannot coerce nested list")
+        return real(study, frame, source=source)
+
+    monkeypatch.setattr(ingest, "validate", flaky)
+    report = ingest_inbox(inbox, root)
+    assert report.count(Status.ingested) == 1 and report.count(Status.quarantined) == 1
+    text = (root / "quarantine" / "line-1__b.csv.error.txt").read_text()
+    assert "TypeError: cannot coerce nested list" in text
