@@ -520,12 +520,15 @@ def ingest_inbox(
 
 def read_dataset(data_root: str | Path, study: Study | str) -> pd.DataFrame:
     """All ingested rows of one study, with a `campaign` column (from the partition path)."""
+    import pyarrow as pa
     import pyarrow.dataset as ds
 
     folder = Path(data_root) / "datasets" / f"study={Study(study).value}"
     if not folder.is_dir():
         return pd.DataFrame()
-    dataset = ds.dataset(folder, format="parquet", partitioning="hive")
+    # Campaigns are names: "007" must stay "007", not become the integer 7.
+    partitioning = ds.partitioning(pa.schema([("campaign", pa.string())]), flavor="hive")
+    dataset = ds.dataset(folder, format="parquet", partitioning=partitioning)
     return dataset.to_table().to_pandas()
 
 

@@ -559,3 +559,9 @@ def test_unexpected_reader_error_quarantines_the_file_not_the_run(
     assert report.count(Status.ingested) == 1 and report.count(Status.quarantined) == 1
     text = (root / "quarantine" / "line-1__b.csv.error.txt").read_text()
     assert "TypeError: cannot coerce nested list" in text
+
+
+def test_numeric_looking_campaigns_read_back_as_names(tmp_path: Path) -> None:
+    inbox, root, _ = _one_press_file(tmp_path, name="007__a.csv")
+    ingest_inbox(inbox, root)
+    assert set(read_dataset(root, "press")["campaign"]) == {"007"}
