@@ -46,7 +46,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import pyarrow.parquet as pq
@@ -69,6 +69,9 @@ from tasks.ingest_files import (
     unchanged,
     write_text_atomic,
 )
+
+if TYPE_CHECKING:
+    from tasks.tracking import Tracker
 
 PRESS_COLUMNS = ("series", "step", "force_setpoint_N", "force_N", "sensor", "displacement_um")
 DRIVE_COLUMNS = ("t_s", "torque_Nm", "velocity_rad_s")
@@ -203,7 +206,7 @@ class IngestReport:
             {
                 (o.study, o.campaign)
                 for o in self.outcomes
-                if o.status is Status.ingested and o.study
+                if o.status is Status.ingested and o.study and o.campaign
             }
         )
 
@@ -304,7 +307,7 @@ class _Job:
         self, name: str, path: Path, sha: str, study: Study, campaign: str, table: pd.DataFrame
     ) -> FileOutcome:
         part = part_path(self.root, study, campaign, sha)
-        record = {
+        record: dict[str, Any] = {
             "sha256": sha,
             "name": name,
             "study": study.value,
@@ -323,37 +326,40 @@ class _Job:
         return FileOutcome(
             display_name(name),
             Status.ingested,
-            sha,
-            study.value,
-            campaign,
-            len(table),
-            record["part"],
-            f"{len(table)} rows -> {record['part']}",
+            sha256=sha,
+            study=study.value,
+            campaign=campaign,
+            rows=len(table),
+            target=record["part"],
+            message=f"{len(table)} rows -> {record['part']}",
         )
 
     def _already_ingested(
         self, name: str, path: Path, sha: str, known: dict[str, Any]
     ) -> FileOutcome:
         shown = display_name(name)
-        common = {"sha256": sha, "study": known.get("study"), "campaign": known.get("campaign")}
+        study, campaign = known.get("study"), known.get("campaign")
         archived = self._archive_path(sha, name)
         # A crash between the ledger record and the move leaves the very same file behind:
         # same name, and either not archived yet or hard-linked there already.
         if known.get("name") == name and (not archived.exists() or same_file(path, archived)):
-            if not self.dry_run:
-                self._archive(path, sha, name)
+            target = archived if self.dry_run else self._archive(path, sha, name)
             return FileOutcome(
                 shown,
                 Status.resumed,
-                target=str(archived.relative_to(self.root)),
+                sha256=sha,
+                study=study,
+                campaign=campaign,
+                target=str(target.relative_to(self.root)),
                 message="recorded by an interrupted run; archived now",
-                **common,
             )
         if not self.dry_run:
             if (sha, name) not in self.duplicates:
                 self.ledger.append(
                     {
-                        **common,
+                        "sha256": sha,
+                        "study": study,
+                        "campaign": campaign,
                         "name": name,
                         "rows": 0,
                         "status": Status.duplicate.value,
@@ -368,10 +374,12 @@ class _Job:
         return FileOutcome(
             shown,
             Status.duplicate,
+            sha256=sha,
+            study=study,
+            campaign=campaign,
             target=str(target.relative_to(self.root)),
             message=f"same content as {display_name(str(known.get('name')))} "
-            f"(already ingested into {known.get('study')}/{known.get('campaign')})",
-            **common,
+            f"(already ingested into {study}/{campaign})",
         )
 
     def _quarantine(self, name: str, path: Path, sha: str, error: str) -> FileOutcome:
@@ -575,7 +583,9 @@ def ingest_inbox_task(
     return ingest_inbox(inbox, data_root, dry_run=dry_run, settle_seconds=settle_seconds)
 
 
-def log_ingestion(report: IngestReport, experiment: str = "ingest-lab-data", tracker=None) -> str:
+def log_ingestion(
+    report: IngestReport, experiment: str = "ingest-lab-data", tracker: Tracker | None = None
+) -> str:
     """One MLflow run per ingestion: counts as metrics, outcomes and rejects as tables."""
     from tasks.tracking import Tracker
 
