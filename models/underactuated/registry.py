@@ -9,6 +9,7 @@ import pandas as pd
 
 from methods.dae import Demand
 from methods.errors import InputError
+from models.underactuated.aircraft import AIRCRAFT
 from models.underactuated.base import System, SystemSpec
 from models.underactuated.cranes import PLANAR_CRANE, ROTARY_CRANE, TROLLEY_CRANE
 from models.underactuated.elastic import ELASTIC_JOINT_1, ELASTIC_JOINT_2
@@ -28,14 +29,9 @@ SYSTEMS: dict[str, SystemSpec] = {
         TROLLEY_CRANE,
         ROTARY_CRANE,
         SHIP,
+        AIRCRAFT,
     )
 }
-try:  # the aircraft is optional while it is being built
-    from models.underactuated.aircraft import AIRCRAFT
-
-    SYSTEMS[AIRCRAFT.name] = AIRCRAFT
-except ImportError:  # pragma: no cover
-    pass
 
 
 def list_systems() -> list[SystemSpec]:
