@@ -1,0 +1,27 @@
+"""Degenerate genetic programming for drive-train structures (METHODS.md §2)."""
+
+from methods.gp.evaluate import (
+    Evaluation,
+    IndividualSpec,
+    RecordingArrays,
+    evaluate_batch,
+    identify,
+)
+from methods.gp.search import StructureSearch, as_arrays, serial_map
+from methods.gp.settings import GPSettings, IdentificationSettings
+from methods.gp.tree import Individual, Node
+
+__all__ = [
+    "Evaluation",
+    "GPSettings",
+    "IdentificationSettings",
+    "Individual",
+    "IndividualSpec",
+    "Node",
+    "RecordingArrays",
+    "StructureSearch",
+    "as_arrays",
+    "evaluate_batch",
+    "identify",
+    "serial_map",
+]

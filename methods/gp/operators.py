@@ -1,0 +1,156 @@
+"""Genetic operators that respect the construction rules (paper §3.2).
+
+Every operator returns a valid individual: nodes that would break a rule are dropped, and a
+multi-mass node is added at the end if none is left (one_mass, or a random multi-mass type
+when backlash is present).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from methods.gp.settings import GPSettings
+from methods.gp.tree import Individual, Node, graft, has_multi_mass, pick, remove, subtree
+from models.drivetrain.submodels import MULTI_MASS, Submodel, can_add
+
+
+def random_params(kind: Submodel | str, settings: GPSettings, rng: np.random.Generator):
+    """Uniform in 50 %..200 % of nominal, clipped to the bounds (gravity: uniform in bounds)."""
+    out = []
+    for spec in settings.specs(kind):
+        if spec.nominal == 0.0:
+            lo, hi = spec.lower, spec.upper
+        else:
+            lo = max(spec.lower, min(0.5 * spec.nominal, 2.0 * spec.nominal))
+            hi = min(spec.upper, max(0.5 * spec.nominal, 2.0 * spec.nominal))
+        out.append((spec.name, float(rng.uniform(lo, hi))))
+    return tuple(out)
+
+
+def _allowed(settings: GPSettings) -> list[Submodel]:
+    return [Submodel(k) for k in settings.allowed]
+
+
+def addable(nodes: list[Node], settings: GPSettings, *, multi: bool = True) -> list[Submodel]:
+    kinds = [Submodel(n.kind) for n in nodes]
+    return [k for k in _allowed(settings)
+            if can_add(kinds, k) and (multi or k not in MULTI_MASS)]  # fmt: skip
+
+
+def new_node(kind: Submodel, parent: int, settings: GPSettings, rng: np.random.Generator) -> Node:
+    return Node(kind.value, parent, random_params(kind, settings, rng))
+
+
+def repair(nodes: list[Node], settings: GPSettings, rng: np.random.Generator) -> Individual:
+    """Add a multi-mass node if none exists (the paper adds a one-mass system)."""
+    if not has_multi_mass(nodes):
+        options = [k for k in addable(nodes, settings) if k in MULTI_MASS]
+        kind = Submodel.ONE_MASS if Submodel.ONE_MASS in options else pick(rng, options)
+        parent = int(rng.integers(len(nodes))) if nodes else -1
+        nodes = [*nodes, new_node(kind, parent, settings, rng)]
+    return Individual(tuple(nodes))
+
+
+def grow(nodes: list[Node], at: int, size: int, settings: GPSettings, rng) -> list[Node]:
+    """Add up to ``size`` random valid nodes, the first under ``nodes[at]``, each further one
+    under a random node of the new branch; stops early when nothing more can be added."""
+    nodes, branch = list(nodes), []
+    for _ in range(size):
+        options = addable(nodes, settings)
+        if not options:
+            break
+        parent = at if not branch else pick(rng, branch)
+        parent = -1 if not nodes else (parent if parent >= 0 else 0)
+        branch.append(len(nodes))
+        nodes.append(new_node(pick(rng, options), parent, settings, rng))
+    return nodes
+
+
+def random_individual(settings: GPSettings, rng: np.random.Generator) -> Individual:
+    """Random tree of 1..max_nodes nodes with random parameters."""
+    size = int(rng.integers(1, settings.max_nodes + 1))
+    return repair(grow([], -1, size, settings, rng), settings, rng)
+
+
+def crossover(a: Individual, b: Individual, settings: GPSettings, rng) -> Individual:
+    """Copy ``a`` up to a random node; the branch behind it is replaced by a random branch of
+    ``b`` (nodes breaking a rule are dropped)."""
+    i = int(rng.integers(len(a.nodes)))
+    j = int(rng.integers(len(b.nodes)))
+    at_parent = a.nodes[i].parent
+    kept, mapping = remove(a, subtree(a, i))
+    branch_idx = subtree(b, j)
+    local = {old: new for new, old in enumerate(branch_idx)}
+    branch = [Node(b.nodes[k].kind, local.get(b.nodes[k].parent, -1), b.nodes[k].params)
+              for k in branch_idx]  # fmt: skip
+    at = mapping.get(at_parent, -1)
+    return repair(graft(kept, at, branch), settings, rng)
+
+
+def point_mutation(ind: Individual, settings: GPSettings, rng) -> Individual:
+    """A random node gets a new random type (and random parameters) satisfying the rules."""
+    candidates = []
+    for i, node in enumerate(ind.nodes):
+        others = [Submodel(n.kind) for k, n in enumerate(ind.nodes) if k != i]
+        kind = Submodel(node.kind)
+        options = [k for k in _allowed(settings) if k != kind and can_add(others, k)
+                   and ((k in MULTI_MASS) == (kind in MULTI_MASS))]  # fmt: skip
+        if options:
+            candidates.append((i, options))
+    if not candidates:
+        return ind
+    i, options = pick(rng, candidates)
+    nodes = list(ind.nodes)
+    nodes[i] = new_node(pick(rng, options), nodes[i].parent, settings, rng)
+    return Individual(tuple(nodes))
+
+
+def insertion_mutation(ind: Individual, settings: GPSettings, rng) -> Individual:
+    """Add a random valid node under a random existing node (if any type fits)."""
+    options = addable(list(ind.nodes), settings, multi=False)
+    if not options or len(ind.nodes) >= settings.max_nodes:
+        return ind
+    parent = int(rng.integers(len(ind.nodes)))
+    return Individual((*ind.nodes, new_node(pick(rng, options), parent, settings, rng)))
+
+
+def deletion_mutation(ind: Individual, settings: GPSettings, rng) -> Individual:
+    """Delete a random node whose removal keeps the rules (never the multi-mass node)."""
+    deletable = [i for i, n in enumerate(ind.nodes) if Submodel(n.kind) not in MULTI_MASS]
+    if not deletable:
+        return ind
+    nodes, _ = remove(ind, [pick(rng, deletable)])
+    return Individual(tuple(nodes))
+
+
+def chromosome_mutation(ind: Individual, settings: GPSettings, rng) -> Individual:
+    """Replace a random node and its branch by a new random branch; the new tree is at least
+    as large as the tree without the branch plus one node."""
+    i = int(rng.integers(len(ind.nodes)))
+    at_parent = ind.nodes[i].parent
+    kept, mapping = remove(ind, subtree(ind, i))
+    low = len(kept) + 1
+    size = int(rng.integers(low, max(low, settings.max_nodes) + 1)) - len(kept)
+    nodes = grow(kept, mapping.get(at_parent, -1), size, settings, rng)
+    return repair(nodes, settings, rng)
+
+
+def mutate(ind: Individual, settings: GPSettings, rng: np.random.Generator) -> Individual:
+    """Apply each mutation independently with its probability (fixed order)."""
+    for prob, op in (
+        (settings.p_point, point_mutation),
+        (settings.p_insertion, insertion_mutation),
+        (settings.p_deletion, deletion_mutation),
+        (settings.p_chromosome, chromosome_mutation),
+    ):
+        if rng.random() < prob:
+            ind = op(ind, settings, rng)
+    return ind
+
+
+def roulette(fitness: np.ndarray, rng: np.random.Generator, size: int) -> np.ndarray:
+    """Roulette-wheel selection: indices drawn with probability proportional to fitness
+    (uniform if no fitness is positive and finite)."""
+    w = np.where(np.isfinite(fitness) & (fitness > 0), fitness, 0.0)
+    w = np.full(len(w), 1.0) if w.sum() <= 0 else w
+    return rng.choice(len(w), size=size, p=w / w.sum())

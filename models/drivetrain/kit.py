@@ -1,0 +1,269 @@
+"""Construction kit: declare submodels, then ``setup()`` assembles the state space
+
+    x' = A x + B u + f(x, u),        y = C x + D u + g(x, u)
+
+with CasADi SX (A..D may depend on the parameter vector ``p``), in the paper's order:
+multi-mass, friction, gravity, backlash, I/O selection, current control, delay.
+
+States (in this order, those present): ``q1..qN`` [rad], ``dq1..dqN`` [rad/s], ``lambda``
+[rad] (backlash), ``i_L`` [N m] (current-loop torque). Input ``u`` = motor torque [N m] at
+inertia 1 (delayed by ``T_d`` when the delay submodel is present: the simulator applies
+``u(t - T_d)``). Output ``y`` = velocity of inertia 1 [rad/s].
+
+Deviation from the paper, on purpose: viscous friction ``-f_v dq1`` is linear and goes into
+``A`` (the paper puts all friction into ``f``); Coulomb and Stribeck parts go into ``f``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+import casadi as ca
+import numpy as np
+
+from methods.errors import InputError
+from models.drivetrain.submodels import (
+    DEFAULT_F_TANH,
+    MULTI_MASS,
+    ParameterSpec,
+    Submodel,
+    codes,
+    parameter_specs,
+    parse_structure,
+)
+
+
+@dataclass(frozen=True, eq=False)
+class StateSpace:
+    """An assembled drive-train model (symbolic in the estimated parameters ``p``).
+
+    Fields: ``structure`` (canonical submodels), ``specs`` (one per entry of ``p``),
+    ``x`` (n_x SX), ``u`` (1 SX), ``p`` (n_p SX), ``A`` (n_x x n_x), ``B`` (n_x x 1),
+    ``C`` (1 x n_x), ``D`` (1 x 1), ``f`` (n_x), ``g`` (1), ``state_names``, ``f_tanh``.
+    """
+
+    structure: tuple[Submodel, ...]
+    specs: tuple[ParameterSpec, ...]
+    x: ca.SX
+    u: ca.SX
+    p: ca.SX
+    A: ca.SX
+    B: ca.SX
+    C: ca.SX
+    D: ca.SX
+    f: ca.SX
+    g: ca.SX
+    state_names: tuple[str, ...]
+    f_tanh: float
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.specs)
+
+    @property
+    def has_delay(self) -> bool:
+        return Submodel.DELAY in self.structure
+
+    def rhs(self) -> ca.SX:
+        """``A x + B u + f`` (n_x SX)."""
+        return ca.mtimes(self.A, self.x) + ca.mtimes(self.B, self.u) + self.f
+
+    def output(self) -> ca.SX:
+        return ca.mtimes(self.C, self.x) + ca.mtimes(self.D, self.u) + self.g
+
+    def function(self) -> ca.Function:
+        """One CasADi function ``(x, u, p) -> (xdot, y)`` named after the paper's codes."""
+        name = "drive_" + "_".join(str(c) for c in codes(self.structure))
+        return ca.Function(
+            name, [self.x, self.u, self.p], [self.rhs(), self.output()],
+            ["x", "u", "p"], ["xdot", "y"],
+        )  # fmt: skip
+
+    def values(self, parameters: Mapping[str, float] | None = None) -> np.ndarray:
+        """Parameter vector from a name->value mapping (missing names: nominal)."""
+        parameters = parameters or {}
+        unknown = set(parameters) - set(self.param_names)
+        if unknown:
+            raise InputError(f"unknown parameter(s) {sorted(unknown)} for {self.names()}")
+        return np.array([float(parameters.get(s.name, s.nominal)) for s in self.specs])
+
+    def names(self) -> list[str]:
+        return [k.value for k in self.structure]
+
+    def numeric(self, parameters: Mapping[str, float] | None = None) -> dict:
+        """A, B, C, D as nested lists at the given values; f, g as strings (symbolic, with
+        parameter names) and with the values substituted."""
+        pv = self.values(parameters)
+        fun = ca.Function("abcd", [self.p], [self.A, self.B, self.C, self.D])
+        mats = [np.asarray(m, dtype=float).tolist() for m in fun(pv)]
+        f_num = ca.substitute(self.f, self.p, ca.DM(pv))
+        g_num = ca.substitute(self.g, self.p, ca.DM(pv))
+        return {
+            "structure_codes": codes(self.structure),
+            "structure_names": self.names(),
+            "states": list(self.state_names),
+            "input": "u = motor torque at inertia 1 [N m]"
+            + (" delayed: u(t - T_d)" if self.has_delay else ""),
+            "output": "y = velocity of inertia 1 [rad/s]",
+            "parameters": dict(zip(self.param_names, pv.tolist())),
+            "f_tanh": self.f_tanh,
+            "A": mats[0],
+            "B": mats[1],
+            "C": mats[2],
+            "D": mats[3],
+            "f": [str(e) for e in ca.vertsplit(self.f)],
+            "g": [str(e) for e in ca.vertsplit(self.g)],
+            "f_numeric": [str(e) for e in ca.vertsplit(f_num)],
+            "g_numeric": [str(e) for e in ca.vertsplit(g_num)],
+        }
+
+    def to_dict(self, parameters: Mapping[str, float] | None = None) -> dict:
+        return self.numeric(parameters)
+
+    def summary(self) -> str:
+        """A, B, C, D, f, g printed symbolically."""
+        lines = [
+            f"structure {codes(self.structure)} = {self.names()}",
+            f"x = {list(self.state_names)}, u = motor torque, y = velocity of inertia 1",
+            f"p = {list(self.param_names)}" + (" (input delayed by T_d)" if self.has_delay else ""),
+        ]
+        for label, mat in (("A", self.A), ("B", self.B), ("C", self.C), ("D", self.D)):
+            lines.append(f"{label} =")
+            lines += [
+                f"  {[str(mat[i, j]) for j in range(mat.size2())]}" for i in range(mat.size1())
+            ]
+        lines.append("f =")
+        lines += [f"  {e}" for e in ca.vertsplit(self.f)]
+        lines.append(f"g = {[str(e) for e in ca.vertsplit(self.g)]}")
+        return "\n".join(lines)
+
+
+@dataclass
+class DriveTrainKit:
+    """Declare submodels with ``add``, then ``setup()`` validates and assembles.
+
+    ``nominals``/``bounds`` override the parameter specs (per recording); ``f_tanh`` [s/rad]
+    is the fixed tanh gain of Coulomb/Stribeck friction.
+    """
+
+    f_tanh: float = DEFAULT_F_TANH
+    nominals: Mapping[str, float] | None = None
+    bounds: Mapping[str, tuple[float, float]] | None = None
+    _declared: list[Submodel] = field(default_factory=list)
+
+    def add(self, *kinds: Submodel | str | int) -> DriveTrainKit:
+        self._declared.extend(Submodel.parse(k) for k in kinds)
+        return self
+
+    def setup(self) -> StateSpace:
+        return assemble(self._declared, f_tanh=self.f_tanh, nominals=self.nominals,
+                        bounds=self.bounds)  # fmt: skip
+
+
+def assemble(
+    structure: Iterable[Submodel | str | int] | str,
+    *,
+    f_tanh: float = DEFAULT_F_TANH,
+    nominals: Mapping[str, float] | None = None,
+    bounds: Mapping[str, tuple[float, float]] | None = None,
+) -> StateSpace:
+    """Assemble a valid structure into a :class:`StateSpace` (see module docstring)."""
+    kinds = parse_structure(structure)
+    if not f_tanh > 0:
+        raise InputError(f"f_tanh must be > 0, got {f_tanh!r}")
+    specs: list[ParameterSpec] = []
+    sym: dict[str, ca.SX] = {}
+    for kind in kinds:
+        for spec in parameter_specs(kind, nominals, bounds):
+            specs.append(spec)
+            sym[spec.name] = ca.SX.sym(spec.name)
+    (multi,) = [k for k in kinds if k in MULTI_MASS]
+    n = multi.n_masses
+
+    # 1. multi-mass ladder: M q'' + Dm q' + K q = tau (tau: one torque per inertia)
+    q = [ca.SX.sym(f"q{i}") for i in range(1, n + 1)]
+    dq = [ca.SX.sym(f"dq{i}") for i in range(1, n + 1)]
+    x_list, names = q + dq, [f"q{i}" for i in range(1, n + 1)] + [f"dq{i}" for i in range(1, n + 1)]
+    K, Dm = ca.SX.zeros(n, n), ca.SX.zeros(n, n)
+    for i in range(n - 1):
+        for mat, coef in ((K, sym[f"c{i + 1}"]), (Dm, sym[f"d{i + 1}"])):
+            mat[i, i] += coef
+            mat[i + 1, i + 1] += coef
+            mat[i, i + 1] -= coef
+            mat[i + 1, i] -= coef
+    Minv = ca.diag(ca.vertcat(*[1.0 / sym[f"J{i}"] for i in range(1, n + 1)]))
+    A = ca.vertcat(
+        ca.horzcat(ca.SX.zeros(n, n), ca.SX.eye(n)),
+        ca.horzcat(-ca.mtimes(Minv, K), -ca.mtimes(Minv, Dm)),
+    )
+    BZ = ca.vertcat(ca.SX.zeros(n, n), Minv)  # 2N x N, torque inputs per inertia
+    f = ca.SX.zeros(2 * n, 1)
+    dq1 = dq[0]
+
+    # 2. friction at inertia 1: M_F = -f_v dq1 - tanh(f_tanh dq1) (M_C + M_S exp(-|dq1|/dq0))
+    if Submodel.VISCOUS in kinds:  # linear: into A
+        A[:, n] += BZ[:, 0] * (-sym["f_v"])
+    sticky = ca.SX(0)
+    if Submodel.COULOMB in kinds:
+        sticky += sym["M_C"]
+    if Submodel.STRIBECK in kinds:
+        sticky += sym["M_S"] * ca.exp(-ca.fabs(dq1) / sym["dq0"])
+    if Submodel.COULOMB in kinds or Submodel.STRIBECK in kinds:
+        f += BZ[:, 0] * (-ca.tanh(f_tanh * dq1) * sticky)
+
+    # 3. gravity: constant torque at inertia 1
+    if Submodel.GRAVITY in kinds:
+        f += BZ[:, 0] * sym["M_G"]
+
+    # 4. backlash between inertias 1 and 2 (seed eqs. 3-5, steps 1-5 of the paper)
+    if Submodel.BACKLASH in kinds:
+        lam = ca.SX.sym("lambda")
+        i1, i2, il = n, n + 1, 2 * n  # rows of dq1, dq2; column of lambda
+        A = ca.blockcat([[A, ca.SX.zeros(2 * n, 1)], [ca.SX.zeros(1, 2 * n + 1)]])
+        f = ca.vertcat(f, 0)
+        x_list.append(lam)
+        names.append("lambda")
+        A[i1, il] = A[i1, 1]  # spring feedback through lambda: reads the stiffness entries
+        A[i2, il] = -A[i2, 0]
+        c, d, alpha = sym["c1"], sym["d1"], sym["alpha"]
+        delta, ddelta = q[0] - q[1], dq[0] - dq[1]
+        raw = ddelta + c / d * (delta - lam)
+        f_lam = ca.if_else(
+            lam >= 0, ca.fmin(0, raw), ca.if_else(lam <= -2 * alpha, ca.fmax(0, raw), raw)
+        )
+        f[il] += f_lam
+        f[i1] += A[i1, n + 1] * f_lam  # damping feedback (d/J1) f_lambda
+        f[i2] += -A[i2, n] * f_lam
+
+    # 5. I/O selection: actuator and sensor (velocity) at inertia 1
+    nx = A.size1()
+    B = ca.vertcat(BZ[:, 0], ca.SX.zeros(nx - 2 * n, 1))
+    C = ca.SX.zeros(1, nx)
+    C[0, n] = 1
+    D = ca.SX.zeros(1, 1)
+    g = ca.SX.zeros(1, 1)
+
+    # 6. current control: PT1 in series at the input, state i_L = delivered torque
+    if Submodel.CURRENT_CONTROL in kinds:
+        t1 = sym["T_1"]
+        i_l = ca.SX.sym("i_L")
+        A = ca.blockcat([[A, B], [ca.SX.zeros(1, nx), -1.0 / t1]])
+        B = ca.vertcat(ca.SX.zeros(nx, 1), 1.0 / t1)
+        C = ca.horzcat(C, D)
+        D = ca.SX.zeros(1, 1)
+        f = ca.vertcat(f, 0)
+        x_list.append(i_l)
+        names.append("i_L")
+
+    # 7. delay: u(t - T_d) is applied by the simulator (linear interpolation); A..g unchanged
+    return StateSpace(
+        structure=kinds,
+        specs=tuple(specs),
+        x=ca.vertcat(*x_list),
+        u=ca.SX.sym("u"),
+        p=ca.vertcat(*[sym[s.name] for s in specs]),
+        A=A, B=B, C=C, D=D, f=f, g=g,
+        state_names=tuple(names),
+        f_tanh=float(f_tanh),
+    )  # fmt: skip
