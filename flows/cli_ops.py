@@ -14,6 +14,47 @@ def register(app: typer.Typer) -> None:
     app.command()(demo)
     app.command()(compare)
     app.command()(serve)
+    app.command()(ingest)
+
+
+def ingest(
+    inbox: Annotated[
+        Path | None, typer.Option(help="Inbox folder; default <data root>/inbox.")
+    ] = None,
+    data_root: Annotated[
+        Path | None, typer.Option(help="Dataset root; default GREYLAB_DATA_ROOT.")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option(help="Validate and report; move and write nothing.")
+    ] = False,
+    trigger_studies: Annotated[
+        bool, typer.Option(help="Run the press study for campaigns that received new data.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
+) -> None:
+    """Ingest new lab files from the inbox: validate, append to the Parquet dataset, archive,
+    quarantine bad files with an error report, never ingest the same content twice."""
+    from flows.ingest_flow import run_ingest
+
+    result = run_ingest(
+        {
+            "inbox": str(inbox) if inbox else None,
+            "data_root": str(data_root) if data_root else None,
+            "dry_run": dry_run,
+            "trigger_studies": trigger_studies,
+        }
+    )
+
+    def human() -> None:
+        counts = result["counts"]
+        stdout.print(table("Ingestion", list(counts), [list(counts.values())]))
+        for outcome in result["outcomes"]:
+            if outcome.get("status") == "quarantined":
+                stdout.print(
+                    f"[red]quarantined[/red] {outcome.get('name')}: {outcome.get('message', '')}"
+                )
+
+    emit(result, as_json=as_json, human=human)
 
 
 def serve(

@@ -105,9 +105,8 @@ def design(
     as_json: JsonOpt = False,
 ) -> None:
     """Optimal sensor selection (A/D/E criteria) on the corrected measurements."""
-    from models.registry import resolve_model
-
     import methods
+    from models.registry import resolve_model
 
     frame, sigma = _load(data, sheet)
     result = methods.sensor_design(
@@ -127,7 +126,10 @@ def design(
                 rows.astype(object).values.tolist(),
             )
         )
-        stdout.print(f"best: {result.best['code']} = {list(result.best['sensors'])}")
+        stdout.print(
+            f"best: {result.best['code'] if result.best else 'none'} = "
+            f"{result.best_sensors if result.best else 'no identifiable subset'}"
+        )
 
     emit(result.to_dict(), as_json=as_json, human=human)
 

@@ -101,7 +101,7 @@ def _run(study: PressStudy, recorder: PressRecorder) -> dict[str, Any]:
     design = press_tasks.design(
         study.models[0], path, study.n_sensors, study.criterion.value, sigma
     )
-    sensors = list(design.best["sensors"])
+    sensors = design.best_sensors
     recorder.design(design)
 
     splits = press_tasks.plan_splits(

@@ -66,6 +66,7 @@ def apply_environment() -> Settings:
     # print tracebacks for failed runs, even for bad input) are hidden unless asked for.
     # The Prefect UI still receives every log through the API handler.
     os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")  # no network here
     os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     return settings

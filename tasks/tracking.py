@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import subprocess
 import tempfile
 import time
+import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -78,6 +80,8 @@ class Tracker:
     # -- store and runs -------------------------------------------------------------
     def ensure_store(self) -> None:
         """Create or upgrade the store now, once, before parallel writers start."""
+        logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
+        logging.getLogger("alembic").setLevel(logging.WARNING)
         if self.settings.tracking_uri.startswith("sqlite:"):
             Path(self.settings.tracking_uri.removeprefix("sqlite:///")).parent.mkdir(
                 parents=True, exist_ok=True
@@ -177,15 +181,14 @@ class Tracker:
 
         digest = content_hash(frame)
         self.set_tags(run_id, {"greylab.data_hash": digest, "greylab.data_source": source})
-        dataset = mlflow.data.from_pandas(frame, source=source, name=name, digest=digest[:36])
-        self.client.log_inputs(
-            run_id,
-            datasets=[
-                DatasetInput(
-                    dataset._to_mlflow_entity(), tags=[InputTag("mlflow.data.context", "input")]
-                )
-            ],
-        )
+        with warnings.catch_warnings():
+            # MLflow hints about integer columns and ambiguous local sources: not actionable
+            # for lineage records (the table was validated before), so keep them off the console.
+            warnings.simplefilter("ignore", UserWarning)
+            dataset = mlflow.data.from_pandas(frame, source=source, name=name, digest=digest[:36])
+            entity = dataset._to_mlflow_entity()
+        context = [InputTag("mlflow.data.context", "input")]
+        self.client.log_inputs(run_id, datasets=[DatasetInput(entity, tags=context)])
         return digest
 
     def ui_hint(self) -> str:

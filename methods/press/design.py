@@ -56,6 +56,16 @@ class SensorDesign:
     parameters: dict[str, float]
     sensors: tuple[str, ...]
 
+    @property
+    def best_sensors(self) -> list[str]:
+        """Sensor names of the best identifiable subset (model order)."""
+        if self.best is None:
+            raise InputError(
+                f"no sensor subset identifies the parameters {list(self.parameters)} "
+                f"(sensors {list(self.sensors)}): add sensors or fix parameters"
+            )
+        return str(self.best["sensors"]).split(",")
+
     def summary(self) -> str:
         lines = [f"sensor design ({self.criterion}-criterion), sensors {', '.join(self.sensors)}"]
         for rec in self.table.to_dict("records"):

@@ -82,24 +82,24 @@ def hysteresis_figure(
 
 
 def design_figure(design: Any):
-    """A, D (as det = exp(logdet)) and E criteria per subset, log-scale bars; unidentifiable
-    subsets are marked instead of drawn (their criteria are infinite)."""
+    """A and E criteria per subset as log-scale bars, D as log det C on a linear axis (det C
+    itself under- or overflows); unidentifiable subsets are marked instead of drawn (their
+    criteria are infinite)."""
     plt = _plt()
     t = design.table
     fig, axes = plt.subplots(1, 3, figsize=(11, 3.6))
     for ax, crit in zip(axes, ("A", "D", "E")):
         vals = t[crit].to_numpy(float)
-        if crit == "D":
-            vals = np.exp(np.clip(vals, -700, 700))
         finite = np.isfinite(vals)
         x = np.arange(len(t))
         ax.bar(x[finite], vals[finite], color="tab:blue")
         top = vals[finite].max() if finite.any() else 1.0
         for xi in x[~finite]:
             ax.text(xi, top, "not\nidentifiable", ha="center", va="bottom", fontsize=7, color="red")
-        ax.set_yscale("log")
+        if crit != "D":
+            ax.set_yscale("log")
         ax.set_xticks(x, t["code"].tolist())
-        ax.set_title({"A": "A: trace C", "D": "D: det C", "E": "E: max eig C"}[crit])
+        ax.set_title({"A": "A: trace C", "D": "D: log det C", "E": "E: max eig C"}[crit])
         if design.best is not None:
             ax.get_xticklabels()[
                 int(np.flatnonzero(t["code"] == design.best["code"])[0])

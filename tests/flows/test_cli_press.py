@@ -51,9 +51,9 @@ BAD_TABLES = {
     "missing-sensor": (lambda f: f.drop(index=[3]), "lacks step 1/sensor 'b'"),
     "text-in-number": (
         lambda f: f.astype({"displacement_um": object}).assign(
-            displacement_um=lambda g: g["displacement_um"].where(g.index != 6, "n/a")
+            displacement_um=lambda g: g["displacement_um"].where(g.index != 6, "12..5")
         ),
-        "coerce_dtype('float64') (value: 'n/a')",
+        "coerce_dtype('float64') (value: '12..5')",
     ),
 }
 
@@ -83,7 +83,7 @@ def test_empty_file_and_unknown_sheet_sensor(tmp_path: Path, capsys) -> None:
 def test_fewer_than_three_series_for_normality(tmp_path: Path, capsys) -> None:
     data = _csv(tmp_path, good_table(n_series=2))
     code, _, err = _run(capsys, "press", "check", "--data", str(data))
-    assert code == 2 and "3 series" in err
+    assert code == 2 and "at least 3 measurement series, the table has 2" in err
 
 
 def test_console_entry_point_exit_code_and_no_traceback(tmp_path: Path) -> None:

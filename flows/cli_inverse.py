@@ -1,0 +1,243 @@
+"""`greylab inverse …`: feedforward controls of underactuated systems (METHODS.md §3).
+
+    greylab inverse list [--json]
+    greylab inverse run SYSTEM [--demand FILE.yaml] [--method euler|bdf2|radau] [--dt 1e-3]
+        [--t-end T] [--set name=value ...] [--out FILE.parquet] [--json] [--no-track]
+
+`run` goes through the `inverse-simulation` flow (tracked in MLflow) unless `--no-track`.
+Bad input — unknown system or parameter, a demand file that is not YAML or does not fit the
+system, an infeasible or too rough demand, a singular partition, a Newton failure — is an
+`InputError`: one message naming the file/field/time, exit code 2, no traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from flows.cli_common import emit, parse_overrides, progress_bars, stderr, stdout, table
+from methods.errors import InputError
+
+app = typer.Typer(
+    help="Inverse dynamics of underactuated systems in partly specified motion (METHODS.md §3).",
+    no_args_is_help=True,
+)
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
+METHODS = ("euler", "bdf2", "radau")
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="inverse")
+
+
+def system_catalogue() -> list[dict[str, Any]]:
+    """Every registered system: description, parameters (value, unit, description), names of
+    coordinates, velocities, controls and demanded outputs, default demand, exact solution."""
+    from models.underactuated import list_systems
+
+    out = []
+    for spec in list_systems():
+        built = spec()
+        info = built.to_dict()
+        info["parameters"] = [
+            {"name": p.name, "value": p.value, "unit": p.unit, "description": p.description}
+            for p in built.parameters
+        ]
+        info["demand_order"] = built.problem.demand_order
+        info["default_demand"] = built.default_demand
+        out.append(info)
+    return out
+
+
+@app.command("list")
+def list_command(as_json: JsonOpt = False) -> None:
+    """Systems with their parameters (defaults, units), outputs, controls, default demand."""
+    systems = system_catalogue()
+
+    def human() -> None:
+        for s in systems:
+            stdout.print(f"[bold]{s['name']}[/bold]: {s['description']}")
+            stdout.print(
+                f"  outputs (demand): {', '.join(s['outputs'])}; controls: "
+                f"{', '.join(s['controls'])}; coordinates: {', '.join(s['coordinates'])}; "
+                f"exact solution: {'yes' if s['has_exact_solution'] else 'no'}; "
+                f"demand order {s['demand_order']}; default horizon {s['default_demand'].get('t_end', '?')} s"
+            )
+            params = [[p["name"], p["value"], p["unit"], p["description"]] for p in s["parameters"]]
+            stdout.print(table("", ["parameter", "default", "unit", "meaning"], params))
+        stdout.print("override with --set name=value; demand file format: docs/inverse.md")
+
+    emit({"systems": systems}, as_json=as_json, human=human)
+
+
+def load_demand_file(path: Path) -> dict[str, Any]:
+    """Read a demand file (YAML; JSON is YAML too). Errors name the file (and line)."""
+    import yaml
+
+    if not path.is_file():
+        raise InputError(f"--demand {path}: no such file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"--demand {path}: cannot read the file ({exc})") from None
+    try:
+        spec = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise InputError(f"--demand {path}: not valid YAML{where}: {problem}") from None
+    if spec is None:
+        raise InputError(f"--demand {path}: the file is empty")
+    if not isinstance(spec, dict):
+        raise InputError(
+            f"--demand {path}: expected a mapping with 'outputs' (and 't_end'), "
+            f"got {type(spec).__name__}; see docs/inverse.md"
+        )
+    return spec
+
+
+def _check(system: str, overrides: dict[str, float], demand: dict | None, source: str,
+           t_end: float | None) -> None:  # fmt: skip
+    """Fail fast (before any Prefect server starts), naming the demand file in its errors."""
+    from models.underactuated import get_system
+
+    built = get_system(system, overrides)
+    try:
+        parsed = built.demand(demand)
+    except InputError as exc:
+        raise InputError(f"{source}: {exc}") from None
+    if t_end is None and parsed.t_end is None:
+        raise InputError(f"{source}: no t_end in the demand; give one there or with --t-end")
+
+
+def _write_table(frame: Any, out: Path) -> Path:
+    from schemas.storage import write_parquet_atomic
+
+    suffix = out.suffix.lower()
+    if suffix in {".parquet", ".pq"}:
+        return write_parquet_atomic(frame, out)
+    if suffix == ".csv":
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.tmp")
+        frame.to_csv(tmp, index=False)
+        tmp.replace(out)
+        return out
+    raise InputError(f"--out {out}: use a .parquet (or .csv) file name")
+
+
+@app.command()
+def run(
+    system: Annotated[str, typer.Argument(help="System name (see `greylab inverse list`).")],
+    demand: Annotated[
+        Path | None, typer.Option(help="Demand file (YAML, docs/inverse.md); default demand.")
+    ] = None,
+    method: Annotated[str, typer.Option(help="euler, bdf2 or radau.")] = "euler",
+    dt: Annotated[float, typer.Option(help="Step size [s].")] = 1e-3,
+    t_end: Annotated[float | None, typer.Option(help="End time [s]; default the demand's.")] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Parameter override name=value (repeatable)."),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Write t_s, coordinates, velocities, controls (.parquet).")
+    ] = None,
+    check: Annotated[
+        bool, typer.Option("--check/--no-check", help="Forward check by re-simulation.")
+    ] = True,
+    track: Annotated[
+        bool, typer.Option("--track/--no-track", help="Run through the flow, tracked in MLflow.")
+    ] = True,
+    experiment: Annotated[str, typer.Option(help="MLflow experiment.")] = "inverse-simulation",
+    as_json: JsonOpt = False,
+) -> None:
+    """Compute the motion and feedforward controls of SYSTEM for a demand; verify them."""
+    if method not in METHODS:
+        raise InputError(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
+    if not dt > 0:
+        raise InputError(f"--dt must be a positive step size in seconds, got {dt:g}")
+    if t_end is not None and not t_end > 0:
+        raise InputError(f"--t-end must be positive, got {t_end:g}")
+    if out is not None and out.suffix.lower() not in {".parquet", ".pq", ".csv"}:
+        raise InputError(f"--out {out}: use a .parquet (or .csv) file name")
+    overrides = parse_overrides(set_)
+    spec = load_demand_file(demand) if demand is not None else None
+    _check(system, overrides, spec, f"--demand {demand}" if demand else "default demand", t_end)
+
+    if track:
+        summary, frame = _run_tracked(
+            system, overrides, spec, method, dt, t_end, check, experiment, as_json
+        )
+    else:
+        summary, frame = _run_untracked(system, overrides, spec, method, dt, t_end, check)
+    if out is not None:
+        summary["out"] = str(_write_table(frame, out))
+    summary["columns"] = list(frame.columns)
+    emit(summary, as_json=as_json, human=lambda: print_inverse_result(summary))
+
+
+def _run_untracked(system, overrides, spec, method, dt, t_end, check):
+    from methods.dae import InverseProblemError
+    from tasks.inverse import simulate
+
+    outcome = simulate.fn(system, overrides, spec, method, dt, t_end, check, store=False)
+    if outcome.result is None:
+        raise InverseProblemError(f"{outcome.label}: {outcome.error}", time=outcome.error_time)
+    return outcome.to_dict(), outcome.result.table
+
+
+def _run_tracked(system, overrides, spec, method, dt, t_end, check, experiment, as_json):
+    import pandas as pd
+    from pydantic import ValidationError
+
+    from flows.inverse_flow import InverseStudy, run_inverse_study
+
+    try:
+        study = InverseStudy(
+            systems=[system], method=method, dt=dt, t_end=t_end, overrides=overrides,
+            demand=spec, forward_check=check, experiment=experiment,
+        )  # fmt: skip
+    except ValidationError as exc:
+        parts = [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
+        raise InputError("invalid settings: " + "; ".join(parts)) from None
+    with progress_bars(enabled=not as_json):
+        result = run_inverse_study(study)
+    summary = dict(result["runs"][0])
+    summary |= {"parent_run_id": result["parent_run_id"], "tracking": result["tracking"]}
+    return summary, pd.read_parquet(summary["table_path"])
+
+
+def print_inverse_result(s: dict[str, Any]) -> None:
+    res = s["result"]
+    rank = s["rank_info"]
+    newton = s["newton_iterations"]
+    rows = [
+        ["horizon", f"{res['t_start']:g} .. {res['t_end']:g} s ({res['n_steps']} steps)"],
+        ["rank([C;B])", f"{rank['rank_CB']} (n = {rank['n']}, {'ok' if rank['ok'] else 'FAILS'})"],
+        ["p = rank(C M^-1 B^T)", f"{rank['p']} (2m - n = {rank['p_expected']})"],
+        ["max servo-constraint violation", s["max_constraint_violation"]],
+    ]
+    fwd = s.get("forward_check")
+    if fwd is not None:
+        per = ", ".join(f"{k} {v:.3g}" for k, v in fwd["max_tracking_error"].items())
+        rows.append(["forward-check tracking error", f"{fwd['max_error']:.3g} ({per})"])
+    if s.get("error_vs_exact") is not None:
+        rows.append(["max error vs exact solution", s["error_vs_exact"]])
+    rows += [
+        ["Newton iterations", f"total {newton['total']:.0f}, max/step {newton['max']:.0f}"],
+        ["wall time", f"{s['wall_time_s']:.3f} s (+ compile {s['compile_time_s']:.3f} s)"],
+    ]
+    for name, (lo, hi) in res["controls_range"].items():
+        rows.append([f"control {name}", f"{lo:.6g} .. {hi:.6g}"])
+    stdout.print(table(f"{s['system']}: {s['method']}, dt = {s['dt']:g} s", ["", ""], rows))
+    for w in s.get("warnings", []):
+        stderr.print(f"warning: {w}")
+    if s.get("out"):
+        stdout.print(f"table ({', '.join(s['columns'])}) written to {s['out']}")
+    if s.get("parent_run_id"):
+        stderr.print(
+            f"MLflow run {s['run_id']} (parent {s['parent_run_id']}); look: {s['tracking']}"
+        )

@@ -1,0 +1,238 @@
+"""Prefect tasks of the inverse simulation: one DAE simulation per task, thin over `methods.dae`.
+
+Inputs are small and picklable (system name, parameter overrides, the demand as a plain dict,
+method, step size), so the same task runs in threads, processes or on Dask workers. One task
+builds its own system (CasADi problems cache compiled schemes on themselves, so they are not
+shared between threads), solves, checks by forward simulation and compares with the exact
+(flat) solution where one exists.
+
+Failures: a diverged Newton iteration, a singular partition, an infeasible or too rough demand
+are properties of the input, not transient faults — the task is not retried and does not
+raise; it returns an `InverseOutcome` with `error` (the core's message) and `error_time` (s).
+Not cached either: the recorded wall times must be the times of this run.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from prefect import task
+
+from methods.dae import InverseResult, forward_check, solve_inverse
+from methods.dae.forward import ForwardCheck
+from methods.errors import InputError
+from models.underactuated import System, exact_solution, get_system
+from schemas.storage import store_table
+from tasks.settings import load_settings
+
+__all__ = [
+    "InverseOutcome",
+    "check_study",
+    "overrides_for",
+    "simulate",
+]
+
+
+@dataclass(frozen=True)
+class InverseOutcome:
+    """One simulation (system x step size): the core's result or the reason it failed.
+
+    Fields: `system`, `method`, `dt` (s), `parameters` (every system parameter after the
+    overrides, `{name: value}`), `overrides` (only the changed ones), `system_info`
+    (`System.to_dict()`), `result` (`InverseResult` or None), `forward` (`ForwardCheck` or
+    None), `error_vs_exact` (`{column: max |exact - computed|}` in SI units, or None when the
+    system has no exact solution), `table_path` (the trajectory as content-addressed Parquet),
+    `error` / `error_type` / `error_time` (s) when the solve failed, `wall_time_s` of the task.
+    """
+
+    system: str
+    method: str
+    dt: float
+    parameters: dict[str, float]
+    overrides: dict[str, float]
+    system_info: dict[str, Any]
+    result: InverseResult | None = field(default=None, repr=False)
+    forward: ForwardCheck | None = None
+    error_vs_exact: dict[str, float] | None = None
+    table_path: str | None = None
+    error: str | None = None
+    error_type: str | None = None
+    error_time: float | None = None
+    task_time_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @property
+    def label(self) -> str:
+        return f"{self.system} ({self.method}, dt = {self.dt:g} s)"
+
+    @property
+    def tracking_error(self) -> float | None:
+        return None if self.forward is None else float(self.forward.max_error)
+
+    @property
+    def max_error_vs_exact(self) -> float | None:
+        return None if not self.error_vs_exact else float(max(self.error_vs_exact.values()))
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON types: identity, headline numbers, the core's `to_dict()` results."""
+        out: dict[str, Any] = {
+            "system": self.system,
+            "method": self.method,
+            "dt": float(self.dt),
+            "status": "ok" if self.ok else "failed",
+            "parameters": dict(self.parameters),
+            "overrides": dict(self.overrides),
+            "table_path": self.table_path,
+            "task_time_s": float(self.task_time_s),
+        }
+        r = self.result
+        if r is None:
+            out |= {"error": self.error, "error_type": self.error_type, "time": self.error_time}
+            return out
+        out |= {
+            "max_constraint_violation": float(r.max_constraint_violation),
+            "tracking_error": self.tracking_error,
+            "error_vs_exact": self.max_error_vs_exact,
+            "wall_time_s": float(r.wall_time_s),
+            "compile_time_s": float(r.compile_time_s),
+            "newton_iterations": {k: float(v) for k, v in r.newton_iterations.items()},
+            "rank_info": r.rank_info.to_dict(),
+            "warnings": list(r.warnings),
+            "result": r.to_dict(),
+            "forward_check": None if self.forward is None else self.forward.to_dict(),
+            "error_vs_exact_by_column": self.error_vs_exact,
+        }
+        return out
+
+
+# -- checks shared by the flow and the command line (no numerics: names, files, parameters) --
+def overrides_for(system: str, overrides: Mapping[str, float], systems: Sequence[str]) -> dict:
+    """The overrides that apply to `system`.
+
+    `name=value` applies to every selected system (so it must be a parameter of each);
+    `system.name=value` applies to that system only.
+    """
+    out: dict[str, float] = {}
+    for key, value in overrides.items():
+        target, dot, name = key.rpartition(".")
+        if not dot:
+            out[key] = value
+            continue
+        if target not in systems:
+            raise InputError(
+                f"override {key!r}: {target!r} is not one of the selected systems {list(systems)}"
+            )
+        if target == system:
+            out[name] = value
+    return out
+
+
+def _build(system: str, overrides: Mapping[str, float], systems: Sequence[str]) -> System:
+    return get_system(system, overrides_for(system, overrides, systems))
+
+
+def check_study(
+    systems: Sequence[str],
+    overrides: Mapping[str, float],
+    demand: Mapping[str, Any] | None,
+    t_end: float | None,
+) -> dict[str, dict[str, Any]]:
+    """Fail fast on unknown systems/parameters and demands that do not fit a system.
+
+    Raises `InputError` naming the system, parameter or demand field; returns
+    `{system: System.to_dict()}` for the selected systems.
+    """
+    if not systems:
+        raise InputError("systems: select at least one system")
+    dupes = sorted({s for s in systems if list(systems).count(s) > 1})
+    if dupes:
+        raise InputError(f"systems: {dupes} selected more than once")
+    info = {}
+    for name in systems:
+        built = _build(name, overrides, systems)
+        parsed = built.demand(demand)  # names checked against the system's outputs
+        if t_end is None and parsed.t_end is None:
+            raise InputError(f"{name}: no horizon: the demand has no t_end; give t_end (--t-end)")
+        info[name] = built.to_dict()
+    return info
+
+
+def _tables_dir() -> Path:
+    return load_settings().data_root / "inverse" / "tables"
+
+
+@task(name="inverse-simulation", retries=0)
+def simulate(
+    system: str,
+    overrides: Mapping[str, float],
+    demand: Mapping[str, Any] | None,
+    method: str,
+    dt: float,
+    t_end: float | None = None,
+    check: bool = True,
+    systems: Sequence[str] | None = None,
+    store: bool = True,
+) -> InverseOutcome:
+    """Solve the inverse dynamics of one system at one step size.
+
+    `demand`: the documented dict (None = the system's default). `check`: forward check by
+    re-simulation with the computed controls. `systems`: every system of the study (to resolve
+    `system.name` overrides). `store`: write the trajectory table as content-addressed Parquet
+    under `$GREYLAB_DATA_ROOT/inverse/tables` (its path travels instead of the table).
+    Never raises for bad input: see the module docstring.
+    """
+    start = time.perf_counter()
+    sys_list = list(systems or [system])
+    base = {"system": system, "method": str(method), "dt": float(dt)}
+    try:
+        built = _build(system, overrides, sys_list)
+    except InputError as exc:
+        return InverseOutcome(
+            **base, parameters={}, overrides=dict(overrides), system_info={},
+            error=str(exc), error_type=type(exc).__name__,
+        )  # fmt: skip
+    ident = {
+        **base,
+        "parameters": built.params,
+        "overrides": overrides_for(system, overrides, sys_list),
+        "system_info": built.to_dict(),
+    }
+    try:
+        dem = built.demand(demand)
+        with warnings.catch_warnings():
+            # DemandSmoothnessWarning is kept in result.warnings (and recorded)
+            warnings.simplefilter("ignore")
+            result = solve_inverse(built.problem, dem, method=method, dt=dt, t_end=t_end)
+        forward = forward_check(built, result) if check else None
+        exact = None
+        if built.exact is not None:
+            t = result.table["t_s"].to_numpy()
+            ref = exact_solution(built, dem, t)
+            exact = {
+                c: float(np.max(np.abs(ref[c].to_numpy() - result.table[c].to_numpy())))
+                for c in ref.columns
+                if c != "t_s" and c in result.table
+            }
+    except InputError as exc:
+        return InverseOutcome(
+            **ident, error=str(exc), error_type=type(exc).__name__,
+            error_time=getattr(exc, "time", None), task_time_s=time.perf_counter() - start,
+        )  # fmt: skip
+    path = None
+    if store:
+        from tasks.tracking import content_hash  # imports mlflow: only when storing
+
+        path = str(store_table(result.table, _tables_dir(), content_hash(result.table)))
+    return InverseOutcome(
+        **ident, result=result, forward=forward, error_vs_exact=exact, table_path=path,
+        task_time_s=time.perf_counter() - start,
+    )  # fmt: skip

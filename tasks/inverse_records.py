@@ -1,0 +1,163 @@
+"""What an inverse simulation records in MLflow: one parent run per invocation, a child per
+system x step size (all through `tasks.tracking.Tracker`, tag `greylab.study = inverse`).
+
+Parent (`inverse-study`):
+  params   the study settings (`systems`, `method`, `dt`/`dts`, `t_end`, `overrides`,
+           `demand` as JSON or `default`, `forward_check`)
+  metrics  `n_simulations`, `n_failed`, `max_constraint_violation` and `tracking_error`
+           (worst over the children that succeeded)
+  artifacts `study.json` (settings), `summary.csv` (one row per child: system, method, dt,
+           status, headline metrics, error and time of failure)
+
+Child (`<system>-<method>-dt<dt>`):
+  params   `system`, `method`, `dt`, `t_end` (s, end of the computed horizon; the requested
+           one if the solve failed), `demand` (JSON or `default`), `overrides` (JSON), and
+           every system parameter by its plain name (`m_t`, `g`, ...) including overrides
+  metrics  `max_constraint_violation` (max |Phi(q) - gamma(t)|, output units),
+           `tracking_error` (forward check, max over outputs) and `tracking_error.<output>`,
+           `error_vs_exact` (max over the exact table's columns of max |exact - computed|, SI
+           units; only for systems with an exact solution) and `error_vs_exact.<column>`,
+           `newton_iterations_total`, `newton_iterations_max`, `newton_iterations_mean`,
+           `wall_time_s` (solve), `compile_time_s`, `forward_wall_time_s`, `n_steps`,
+           `rank_CB`, `p`, `rank_ok`; a failed solve records `failed_at_s` instead
+  tags     `greylab.verdict` (`ok` or `failed`), `greylab.error` (the message), `greylab.warnings`
+  artifacts `trajectory.parquet` (t_s, coordinates, velocities, controls by name),
+           `figures/trajectory.png` (demanded outputs, coordinates, controls),
+           `figures/velocities.png` (demanded outputs, velocities, controls),
+           `rank_info.json`, `result.json` (`InverseOutcome.to_dict()`: result, forward check,
+           errors vs exact), `system.json` (names, parameters with units)
+  status   FINISHED, or FAILED when the solve failed (with the message as tag)
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+
+from tasks.inverse import InverseOutcome
+from tasks.tracking import Tracker
+
+STUDY = "inverse"
+_RESERVED = {"system", "method", "dt", "t_end", "demand", "overrides"}
+
+
+def _demand_param(demand: dict | None) -> str:
+    return "default" if demand is None else json.dumps(demand, sort_keys=True)
+
+
+class InverseRecorder:
+    def __init__(self, experiment: str, tracker: Tracker | None = None) -> None:
+        self.experiment = experiment
+        self.tracker = tracker or Tracker()
+        self.parent: str | None = None
+
+    def open(self, settings: dict[str, Any]) -> str:
+        self.tracker.ensure_store()
+        self.parent = self.tracker.start_run(self.experiment, "inverse-study", study=STUDY)
+        params = {k: v for k, v in settings.items() if v is not None and k != "demand"}
+        params["demand"] = _demand_param(settings.get("demand"))
+        self.tracker.log_params(self.parent, params)
+        self.tracker.log_json(self.parent, settings, "study.json")
+        return self.parent
+
+    def close(self, *, failed: bool = False) -> None:
+        if self.parent:
+            self.tracker.end_run(self.parent, failed=failed)
+
+    @property
+    def _run(self) -> str:
+        if self.parent is None:
+            raise RuntimeError("InverseRecorder.open() must be called first")
+        return self.parent
+
+    def child(self, outcome: InverseOutcome, *, demand: dict | None, t_end: float | None) -> str:
+        """One child run for one simulation (see the module docstring for its content)."""
+        t = self.tracker
+        name = f"{outcome.system}-{outcome.method}-dt{outcome.dt:g}"
+        run = t.start_run(self.experiment, name, study=STUDY, parent_run_id=self._run)
+        result = outcome.result
+        horizon = float(result.table["t_s"].iloc[-1]) if result is not None else t_end
+        params: dict[str, Any] = {
+            "system": outcome.system,
+            "method": outcome.method,
+            "dt": outcome.dt,
+            "demand": _demand_param(demand),
+            "overrides": json.dumps(outcome.overrides, sort_keys=True),
+        }
+        if horizon is not None:
+            params["t_end"] = horizon
+        for key, value in outcome.parameters.items():
+            params[f"p_{key}" if key in _RESERVED else key] = value
+        t.log_params(run, params)
+        if outcome.system_info:
+            t.log_json(run, outcome.system_info, "system.json")
+        if result is None:
+            t.set_tags(run, {"greylab.verdict": "failed", "greylab.error": outcome.error})
+            if outcome.error_time is not None:
+                t.log_metrics(run, {"failed_at_s": outcome.error_time})
+            t.log_json(run, outcome.to_dict(), "result.json")
+            t.end_run(run, failed=True)
+            return run
+
+        newton = result.newton_iterations
+        metrics = {
+            "max_constraint_violation": result.max_constraint_violation,
+            "newton_iterations_total": newton["total"],
+            "newton_iterations_max": newton["max"],
+            "newton_iterations_mean": newton["mean"],
+            "wall_time_s": result.wall_time_s,
+            "compile_time_s": result.compile_time_s,
+            "n_steps": result.n_steps,
+            "rank_CB": result.rank_info.rank_CB,
+            "p": result.rank_info.p,
+            "rank_ok": float(result.rank_info.ok),
+        }
+        if outcome.forward is not None:
+            metrics["tracking_error"] = outcome.forward.max_error
+            metrics["forward_wall_time_s"] = outcome.forward.wall_time_s
+            metrics |= {
+                f"tracking_error.{k}": v for k, v in outcome.forward.max_tracking_error.items()
+            }
+        if outcome.error_vs_exact:
+            metrics["error_vs_exact"] = outcome.max_error_vs_exact or 0.0
+            metrics |= {f"error_vs_exact.{k}": v for k, v in outcome.error_vs_exact.items()}
+        t.log_metrics(run, {k: float(v) for k, v in metrics.items()})
+        tags = {"greylab.verdict": "ok"}
+        if result.warnings:
+            tags["greylab.warnings"] = " | ".join(result.warnings)[:5000]
+        t.set_tags(run, tags)
+        t.log_table(run, result.table, "trajectory.parquet")
+        t.log_json(run, result.rank_info.to_dict(), "rank_info.json")
+        t.log_json(run, outcome.to_dict(), "result.json")
+        for fig_name, fig in _figures(result, outcome.system_info):
+            t.log_figure(run, fig, f"figures/{fig_name}.png")
+        t.end_run(run)
+        return run
+
+    def summary(self, rows: list[dict[str, Any]]) -> None:
+        """Parent: one summary row per child and the worst headline numbers."""
+        frame = pd.DataFrame(rows)
+        self.tracker.log_table(self._run, frame, "summary.csv")
+        ok = frame[frame["status"] == "ok"] if "status" in frame else frame.iloc[:0]
+        metrics = {
+            "n_simulations": float(len(frame)),
+            "n_failed": float(len(frame) - len(ok)),
+        }
+        for key in ("max_constraint_violation", "tracking_error"):
+            if key in ok and ok[key].notna().any():
+                metrics[key] = float(ok[key].max())
+        self.tracker.log_metrics(self._run, metrics)
+
+
+def _figures(result: Any, info: dict[str, Any]) -> list[tuple[str, Any]]:
+    import matplotlib
+
+    matplotlib.use("Agg")  # flows run headless, often in worker threads
+    from methods.dae import plots
+
+    trajectory = plots.plot_result(result, coordinate_names=list(info["coordinates"]))
+    speeds = plots.plot_result(result, coordinate_names=list(info["velocities"]))
+    speeds.axes[1].set_ylabel("velocities")
+    return [("trajectory", trajectory), ("velocities", speeds)]

@@ -1,0 +1,182 @@
+"""`greylab inverse …` in-process (untracked): listing, a run against the exact flat solution,
+and bad input — a clear message naming the file/field/time, exit code 2, no traceback."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from flows.cli import main
+from models.underactuated import exact_solution, get_system
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GREYLAB_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _yaml(tmp_path: Path, text: str, name: str = "demand.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+# a short two-mass demand (degree 9 = C^4, what the force needs); 2 s keep the test fast
+TWO_MASS_DEMAND = """
+t_end: 2.0
+outputs:
+  x2: {type: step, start: 0.0, end: 0.5, t0: 0.2, t1: 1.5, degree: 9}
+"""
+
+
+def test_list_shows_systems_parameters_and_units(capsys) -> None:
+    code, out, _ = _run(capsys, "inverse", "list", "--json")
+    assert code == 0
+    systems = {s["name"]: s for s in json.loads(out)["systems"]}
+    assert {"two_mass", "chain", "planar_crane", "trolley_crane", "ship"} <= set(systems)
+    crane = systems["planar_crane"]
+    assert crane["outputs"] == ["x", "z"] and crane["controls"] == ["F", "M_w"]
+    assert crane["has_exact_solution"]
+    params = {p["name"]: p for p in crane["parameters"]}
+    assert params["m"]["unit"] == "kg" and params["m"]["value"] == 5.0
+
+    code, out, _ = _run(capsys, "inverse", "list")
+    assert code == 0 and "planar_crane" in out and "m_t" in out and "kg m^2" in out
+
+
+def test_run_two_mass_writes_the_table_and_matches_the_exact_solution(
+    tmp_path: Path, capsys
+) -> None:
+    demand = _yaml(tmp_path, TWO_MASS_DEMAND)
+    out_file = tmp_path / "x.parquet"
+    code, out, err = _run(
+        capsys, "inverse", "run", "two_mass", "--demand", str(demand), "--method", "bdf2",
+        "--dt", "2e-3", "--set", "m2=3", "--no-track", "--out", str(out_file), "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    summary = json.loads(out)
+    table = pd.read_parquet(out_file)
+    assert list(table.columns) == ["t_s", "x1", "x2", "v_x1", "v_x2", "F"]
+    assert table["t_s"].iloc[-1] == pytest.approx(2.0) and len(table) == 1001
+    assert summary["parameters"]["m2"] == 3.0 and summary["overrides"] == {"m2": 3.0}
+    assert summary["max_constraint_violation"] <= 1e-8
+    assert summary["rank_info"]["ok"]
+
+    system = get_system("two_mass", {"m2": 3.0})
+    import yaml
+
+    exact = exact_solution(system, yaml.safe_load(TWO_MASS_DEMAND), table["t_s"].to_numpy())
+    # positions are algebraic in the index-3 form: exact to Newton tolerance
+    assert np.max(np.abs(exact["x1"] - table["x1"])) < 1e-8
+    # the force needs the demand's 4th derivative, which a degree-9 step has only as C^0 (kinks
+    # at t0, t1): there BDF2 is O(h) in the controls, measured ~ 38 h max|F| (0.075 N of 7.9 N
+    # at h = 2e-3); 2 % of max|F| leaves a margin of ~2.5
+    f_max = float(np.max(np.abs(exact["F"])))
+    assert np.max(np.abs(exact["F"] - table["F"])) < 0.02 * f_max
+    assert summary["error_vs_exact"] == pytest.approx(
+        float(np.max(np.abs(exact["F"] - table["F"]))), rel=1e-6
+    )  # the largest column error is the force's
+    assert summary["tracking_error"] < 1e-4
+
+
+def test_human_summary_names_the_checks(tmp_path: Path, capsys) -> None:
+    demand = _yaml(tmp_path, TWO_MASS_DEMAND)
+    code, out, _ = _run(
+        capsys, "inverse", "run", "two_mass", "--demand", str(demand), "--dt", "5e-3",
+        "--no-track",
+    )  # fmt: skip
+    assert code == 0
+    for text in ("rank([C;B])", "servo-constraint violation", "forward-check", "wall time"):
+        assert text in out
+
+
+BAD_DEMANDS = {
+    "yaml-syntax": (
+        "t_end: 2.0\noutputs:\n  x2: {type: step, start: 0\n",
+        "not valid YAML at line",
+    ),
+    "unknown-output": (
+        "t_end: 2\noutputs:\n  x9: {type: constant, value: 0}\n",
+        "missing ['x2'], unknown ['x9']",
+    ),
+    "missing-field": (
+        "t_end: 2\noutputs:\n  x2: {type: step, start: 0, end: 1, t0: 0.2}\n",
+        "demand.outputs.x2: missing key 't1'",
+    ),
+    "unknown-type": (
+        "t_end: 2\noutputs:\n  x2: {type: ramp, start: 0}\n",
+        "demand.outputs.x2.type: must be one of",
+    ),
+    "not-a-mapping": ("- 1\n- 2\n", "expected a mapping"),
+    "empty": ("", "the file is empty"),
+    "no-horizon": (
+        "outputs:\n  x2: {type: step, start: 0, end: 1, t0: 0.2, t1: 1.5}\n",
+        "no t_end",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(BAD_DEMANDS))
+def test_bad_demand_file_exits_2_naming_file_and_field(kind: str, tmp_path: Path, capsys) -> None:
+    text, expected = BAD_DEMANDS[kind]
+    path = _yaml(tmp_path, text, f"{kind}.yaml")
+    code, out, err = _run(capsys, "inverse", "run", "two_mass", "--demand", str(path), "--no-track")
+    assert code == 2, err
+    assert expected in err and str(path) in err
+    assert "Traceback" not in err + out
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["inverse", "run", "gantry"], "unknown system 'gantry'"),
+        (["inverse", "run", "two_mass", "--set", "mass=2"], "unknown parameter 'mass'"),
+        (["inverse", "run", "two_mass", "--set", "m1=-1"], "two_mass.m1: must be a finite"),
+        (["inverse", "run", "two_mass", "--set", "m1"], "--set expects name=value"),
+        (["inverse", "run", "two_mass", "--method", "rk4"], "--method must be one of"),
+        (["inverse", "run", "two_mass", "--dt", "0"], "--dt must be a positive"),
+        (["inverse", "run", "two_mass", "--demand", "nope.yaml"], "nope.yaml: no such file"),
+        (["inverse", "run", "two_mass", "--out", "x.txt"], "use a .parquet"),
+    ],
+)
+def test_unknown_names_and_bad_options_exit_2(argv: list[str], expected: str, capsys) -> None:
+    code, out, err = _run(capsys, *argv, "--no-track")
+    assert code == 2, err
+    assert expected in err and "Traceback" not in err + out
+
+
+def test_too_rough_demand_names_the_time(tmp_path: Path, capsys) -> None:
+    # degree 5 is C^2: the force needs the 4th derivative of the demand -> rejected at t0
+    path = _yaml(
+        tmp_path,
+        "t_end: 2\noutputs:\n  x2: {type: step, start: 0, end: 1, t0: 0.7, t1: 1.5, degree: 5}\n",
+    )
+    code, out, err = _run(capsys, "inverse", "run", "two_mass", "--demand", str(path), "--no-track")
+    assert code == 2
+    assert "too rough at t = 0.7 s" in err and "Traceback" not in err + out
+
+
+def test_infeasible_crane_demand_names_the_time(tmp_path: Path, capsys) -> None:
+    # the load lifted above the trolley: the rope would have to get a negative length
+    path = _yaml(
+        tmp_path,
+        "t_end: 4\noutputs:\n  x: {type: constant, value: 0}\n"
+        "  z: {type: step, start: -2, end: 1, t0: 0.5, t1: 3.5}\n",
+    )
+    code, out, err = _run(
+        capsys, "inverse", "run", "planar_crane", "--demand", str(path), "--dt", "2e-3",
+        "--no-track", "--json",
+    )  # fmt: skip
+    assert code == 2 and out == ""
+    assert "infeasible demand" in err and "at t = " in err and "Traceback" not in err
