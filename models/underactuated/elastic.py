@@ -5,14 +5,23 @@ motor angles ``theta_i`` behind gear-free torsion springs ``K_i (q_i - theta_i)`
 ``tau_i`` act on the rotors (inertia ``J_i``). Links: mass ``m_i``, length ``l_i``, centre of mass
 at ``l_i / 2``, inertia about the centre ``m_i l_i^2 / 12``. Outputs: the link angle (1 link) or
 the tip position ``(x, y)`` (2 links, ``y`` up). ``n = 2m``, ``p = 0`` (pure tangent realisation).
+
+Exact (flat) solution of the one-link arm (:func:`elastic_joint_1_exact`), link inertia about
+the joint ``I = m l^2 / 3``, output ``q = q1(t)``::
+
+    I q'' + m g (l/2) sin q = K (theta - q)             (link)
+    J theta'' = K (q - theta) + tau                     (rotor)
+    => theta = q + (I q'' + m g (l/2) sin q) / K,
+       tau   = J theta'' + I q'' + m g (l/2) sin q      (needs q'''')
 """
 
 from __future__ import annotations
 
 import casadi as ca
 import numpy as np
+import pandas as pd
 
-from methods.dae import ServoProblem
+from methods.dae import Demand, ServoProblem
 from models.underactuated.base import (
     Parameter,
     System,
@@ -41,7 +50,28 @@ def _build_1(name, description, params, p) -> System:
             "q1": {"type": "step", "start": 0.0, "end": 1.2, "t0": 0.5, "t1": 3.0, "degree": 9}
         },
     }
-    return System(name, description, params, pb, demand)
+    return System(
+        name, description, params, pb, demand, lambda dem, t: elastic_joint_1_exact(p, dem, t)
+    )
+
+
+def elastic_joint_1_exact(p: dict, demand: Demand, t: np.ndarray) -> pd.DataFrame:
+    """Flat solution of the one-link elastic joint for the demand ``q1(t)`` (module docstring).
+
+    Columns as the inverse-simulation table: ``t_s, q1, theta1, v_q1, v_theta1, tau1``
+    (s, rad, rad/s, N m); needs the demand's derivatives up to order 4.
+    """
+    q = demand.evaluate(["q1"], t, 4)[:, 0, :]  # (5, nt): q and its derivatives 1..4
+    inertia, K, J = p["m1"] * p["l1"] ** 2 / 3, p["K1"], p["J1"]
+    mgl = p["m1"] * p["g"] * p["l1"] / 2
+    s, c = np.sin(q[0]), np.cos(q[0])
+    theta = q[0] + (inertia * q[2] + mgl * s) / K
+    dtheta = q[1] + (inertia * q[3] + mgl * c * q[1]) / K
+    ddtheta = q[2] + (inertia * q[4] + mgl * (c * q[2] - s * q[1] ** 2)) / K
+    tau = J * ddtheta + inertia * q[2] + mgl * s
+    return pd.DataFrame(
+        {"t_s": t, "q1": q[0], "theta1": theta, "v_q1": q[1], "v_theta1": dtheta, "tau1": tau}
+    )
 
 
 def _tip(q1, q2, l1, l2):

@@ -47,7 +47,8 @@ def get_system(name: str, overrides: Mapping[str, float] | None = None) -> Syste
 
 
 def exact_solution(system: System, demand: Demand | Mapping | None, t: np.ndarray) -> pd.DataFrame:
-    """Exact (flat) solution where one is implemented (two_mass, chain, planar_crane)."""
+    """Exact (flat) solution where one is implemented (two_mass, chain, elastic_joint_1,
+    planar_crane)."""
     if system.exact is None:
         raise InputError(f"system {system.name!r} has no exact solution implemented")
     dem = demand if isinstance(demand, Demand) else system.demand(demand)
