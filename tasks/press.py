@@ -15,14 +15,19 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from models.registry import resolve_model
 from prefect import task
 from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 import methods
 from methods.press import hypothesis
 from methods.press.data import to_cube
+from methods.press.design import SensorDesign
+from methods.press.detection import Detection
+from methods.press.estimation import ParameterFit
+from methods.press.normality import NormalityReport
+from methods.press.splits import Split
 from models.press import simulate_press
+from models.registry import resolve_model
 from schemas.press import load_press_table, load_sensor_sheet, validate_press_table
 from schemas.storage import store_table
 from tasks.settings import load_settings
@@ -75,26 +80,28 @@ def correct(path: str) -> str:
 
 
 @task(name="check-normality", cache_policy=CODE_AND_INPUTS)
-def normality(path: str, alpha: float = 0.05) -> Any:
+def normality(path: str, alpha: float = 0.05) -> NormalityReport:
     return methods.check_normality(_read(path), alpha=alpha)
 
 
 @task(name="design-sensors", cache_policy=CODE_AND_INPUTS)
-def design(model: str, path: str, n_sensors: int | None, criterion: str, sigma: dict | None) -> Any:
+def design(
+    model: str, path: str, n_sensors: int | None, criterion: str, sigma: dict | None
+) -> SensorDesign:
     return methods.sensor_design(
         resolve_model(model), _read(path), n_sensors=n_sensors, criterion=criterion, sigma=sigma
     )
 
 
 @task(name="fit-model", cache_policy=CODE_AND_INPUTS)
-def fit(model: str, path: str, sensors: Sequence[str], sigma: dict | None) -> Any:
+def fit(model: str, path: str, sensors: Sequence[str], sigma: dict | None) -> ParameterFit:
     return methods.fit_parameters(
         resolve_model(model), _read(path), sensors=list(sensors), sigma=sigma
     )
 
 
 @task(name="plan-splits", cache_policy=CODE_AND_INPUTS)
-def plan_splits(path: str, kind: str, n_tests: int, seed: int, fraction: float) -> list[Any]:
+def plan_splits(path: str, kind: str, n_tests: int, seed: int, fraction: float) -> list[Split]:
     cube = to_cube(_read(path))
     return hypothesis.make_splits(
         kind, cube.setpoints, cube.loading, cube.z.shape[0], n_tests, seed, fraction
@@ -126,7 +133,7 @@ def verdict(
     model: str,
     split: str,
     statistic: str,
-) -> Any:
+) -> Detection:
     """All test batches of one model -> `Detection` (multiple-testing correction, verdict)."""
     return hypothesis.combine_tests(
         list(rows), tol, correction, n_tests=n_tests, model=model, split=split, statistic=statistic

@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from models.registry import resolve_model
 
-from methods.press import plots
+from methods.press.plots import design_figure, ellipsoid_figure, hysteresis_figure
+from models.registry import resolve_model
 from tasks.tracking import Tracker
 
 
@@ -61,7 +61,7 @@ class PressRecorder:
         self.tracker.log_table(self._run, design.table, "design.csv")
         self.design_code = str(design.best["code"])
         self.tracker.log_params(self._run, {"design": self.design_code})
-        self.tracker.log_figure(self._run, plots.design_figure(design), "figures/design.png")
+        self.tracker.log_figure(self._run, design_figure(design), "figures/design.png")
 
     def model_run(
         self,
@@ -105,11 +105,11 @@ class PressRecorder:
         t.log_json(run, fit.ellipsoid(0.95).to_dict(), "ellipsoid.json")
         t.log_json(run, detection.to_dict(), "detection.json")
         t.log_table(run, detection.tests, "tests.csv")
-        t.log_figure(run, plots.ellipsoid_figure(fit, detection), "figures/ellipsoid.png")
+        t.log_figure(run, ellipsoid_figure(fit, detection), "figures/ellipsoid.png")
         table = pd.read_parquet(path)
         t.log_figure(
             run,
-            plots.hysteresis_figure(resolve_model(model), table, fit, sensors=sensors),
+            hysteresis_figure(resolve_model(model), table, fit, sensors=sensors),
             "figures/hysteresis.png",
         )
         t.end_run(run)

@@ -1,0 +1,127 @@
+"""Flow `drive-structure-search`: load or simulate a recording -> degenerate GP structure
+search (individuals evaluated in parallel batches as tasks) -> tracked result."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import pandas as pd
+from prefect import flow
+from pydantic import BaseModel, ConfigDict, Field
+
+from flows.progress import Progress
+from flows.runners import RunnerKind, make_task_runner
+from methods.gp import StructureSearch
+from models.drivetrain import REFERENCE_STRUCTURE
+from tasks import drive as drive_tasks
+from tasks.drive_records import DriveRecorder
+from tasks.settings import load_settings
+
+
+class DriveSearch(BaseModel):
+    """Settings of one structure search (the form in the Prefect UI)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    data: str | None = Field(
+        None, description="Recording (CSV/Parquet) or EMPS .mat; empty = the paper's reference"
+    )
+    reference_structure: list[str] = Field(
+        default_factory=lambda: [str(getattr(k, "value", k)) for k in REFERENCE_STRUCTURE],
+        description="True structure of the simulated reference recording",
+    )
+    noise_percent: float = Field(0.0, ge=0, description="Velocity noise, % of its range")
+    reference_seed: int = 0
+    emps_decimate: int = Field(10, ge=1, description="EMPS: keep every k-th sample")
+    population: int = Field(6, ge=2)
+    generations: int = Field(20, ge=1)
+    seed: int = 0
+    test_fraction: float = Field(0.0, ge=0, lt=0.9, description="Held-out tail for fitness")
+    nominals: dict[str, float] = Field(
+        default_factory=dict, description="Parameter nominals (bounds 50..200 %)"
+    )
+    batch_size: int = Field(0, ge=0, description="Individuals per task; 0 = spread over workers")
+    workers: int = Field(2, ge=1)
+    resume: bool = Field(True, description="Resume from the checkpoint of an identical search")
+    experiment: str = "drive-structure-search"
+
+
+def _noise_sigma(study: DriveSearch) -> float:
+    if study.noise_percent == 0:
+        return 0.0
+    from models.drivetrain import reference_recording
+
+    clean = reference_recording(study.reference_structure, seed=study.reference_seed)
+    return (
+        0.01
+        * study.noise_percent
+        * float(clean["velocity_rad_s"].max() - clean["velocity_rad_s"].min())
+    )
+
+
+@flow(name="drive-structure-search", log_prints=True)
+def drive_structure_search(study: DriveSearch | None = None) -> dict[str, Any]:
+    study = study or DriveSearch()
+    recorder = DriveRecorder(study.experiment)
+    run_id = recorder.open(study.model_dump(mode="json"))
+    try:
+        result = _run(study, recorder)
+    except BaseException:
+        recorder.close(failed=True)
+        raise
+    recorder.close()
+    return {**result, "run_id": run_id, "tracking": recorder.tracker.ui_hint()}
+
+
+def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
+    reference = {
+        "structure": study.reference_structure,
+        "noise": _noise_sigma(study),
+        "seed": study.reference_seed,
+    }
+    loaded = drive_tasks.load_recording(study.data, reference, study.emps_decimate)
+    recorder.lineage(loaded["path"], loaded["source"])
+    recording = pd.read_parquet(loaded["path"])
+
+    key = json.dumps([loaded["hash"], study.model_dump(mode="json", exclude={"experiment"})])
+    checkpoint = (
+        load_settings().home / "checkpoints" / hashlib.sha256(key.encode()).hexdigest()[:16]
+    )
+    progress = Progress("generations", study.generations, key="drive-generations")
+
+    def on_generation(g: int, n: int, best: Any) -> None:
+        recorder.generation(g, best)
+        progress.advance()
+
+    search = StructureSearch(
+        population=study.population,
+        generations=study.generations,
+        seed=study.seed,
+        test_fraction=study.test_fraction,
+        nominals=tuple(sorted(study.nominals.items())),
+        map_batches=drive_tasks.prefect_map_batches,
+        batch_size=study.batch_size or max(1, -(-study.population // study.workers)),
+        checkpoint_dir=checkpoint if study.resume else None,
+        progress=on_generation,
+    ).fit(recording)
+    recorder.result(search, recording)
+    return {
+        "data_hash": loaded["hash"],
+        "source": loaded["source"],
+        "best_structure": search.best_structure_,
+        "best_codes": search.best_codes_,
+        "parameters": search.best_parameters_,
+        "rss": search.best_rss_,
+        "fitness": search.best_fitness_,
+        "generations": study.generations,
+        "resumed_from": search.resumed_from_,
+        "history": search.history_.to_dict("records"),
+    }
+
+
+def run_drive_search(study: DriveSearch, *, runner: RunnerKind | str = "thread"):
+    """Run the flow with a chosen task runner (threads, or a Dask cluster)."""
+    task_runner = make_task_runner(runner, workers=study.workers)
+    return drive_structure_search.with_options(task_runner=task_runner)(study)

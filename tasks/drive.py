@@ -1,0 +1,55 @@
+"""Prefect tasks of the drive-train structure search (thin over `methods.gp`).
+
+The GP loop itself runs in the core (`StructureSearch.fit`); the flow hands it a `map_batches`
+that submits one Prefect task per batch of individuals, so a generation's identifications run
+in parallel on the flow's task runner (threads, or Dask worker processes). Evaluating an
+individual is deterministic and has its own iteration and time limits; it is not retried.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+from prefect.cache_policies import NONE
+
+from models.drivetrain import reference_recording
+from schemas.drive import load_drive_recording, load_emps, validate_drive_recording
+from schemas.storage import store_table
+from tasks.settings import load_settings
+from tasks.tracking import content_hash
+
+
+@task(name="load-drive-recording", retries=2, retry_delay_seconds=2)
+def load_recording(
+    data: str | None, reference: Mapping[str, Any], emps_decimate: int = 10
+) -> dict[str, Any]:
+    """Validate a recording (CSV/Parquet, or the EMPS `.mat`) or simulate the paper's
+    reference; store it as Parquet. Returns `{"path", "hash", "source"}`."""
+    if data is None:
+        frame = reference_recording(**dict(reference))
+        frame = validate_drive_recording(frame, source="reference recording")
+        source = "reference:" + ",".join(f"{k}={v}" for k, v in sorted(reference.items()))
+    elif data.lower().endswith(".mat"):
+        frame = load_emps(data, decimate=emps_decimate)
+        source = f"emps:{Path(data).resolve()}:decimate={emps_decimate}"
+    else:
+        frame = load_drive_recording(data)
+        source = str(Path(data).resolve())
+    digest = content_hash(frame)
+    path = store_table(frame, load_settings().data_root / "drive" / "recordings", digest)
+    return {"path": str(path), "hash": digest, "source": source}
+
+
+@task(name="evaluate-individuals", cache_policy=NONE)
+def evaluate_individuals(evaluate: Callable[[list], list], batch: Sequence[Any]) -> list:
+    """Identify the parameters and the fitness of a batch of individuals."""
+    return evaluate(list(batch))
+
+
+def prefect_map_batches(evaluate: Callable[[list], list], batches: list) -> list:
+    """`map_batches` for `StructureSearch`: one task per batch, results in batch order."""
+    futures = [evaluate_individuals.submit(evaluate, batch) for batch in batches]
+    return [future.result() for future in futures]

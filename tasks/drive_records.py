@@ -1,0 +1,70 @@
+"""What a drive structure search records in MLflow (one run per search).
+
+Params: the search settings and the data source. Per generation (stepped metrics, live while
+the search runs): `best_fitness`, `best_rss` of the best individual found so far. At the end:
+`param.<name>` for the identified parameters, `n_evaluations`, `best_structure` as tag and param,
+artifacts `history.csv` (best structure per generation, codes and names), `population.csv`
+(every individual of every generation), `state_space.json`, `result.json`, and figures of
+measured vs simulated output and of the fitness over generations.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from tasks.tracking import Tracker
+
+
+class DriveRecorder:
+    def __init__(self, experiment: str, tracker: Tracker | None = None) -> None:
+        self.experiment = experiment
+        self.tracker = tracker or Tracker()
+        self.run: str | None = None
+
+    def open(self, params: dict[str, Any]) -> str:
+        self.tracker.ensure_store()
+        self.run = self.tracker.start_run(self.experiment, "drive-search", study="drive")
+        self.tracker.log_params(self.run, {k: v for k, v in params.items() if v is not None})
+        return self.run
+
+    @property
+    def _run(self) -> str:
+        if self.run is None:
+            raise RuntimeError("DriveRecorder.open() must be called first")
+        return self.run
+
+    def close(self, *, failed: bool = False) -> None:
+        if self.run:
+            self.tracker.end_run(self.run, failed=failed)
+
+    def lineage(self, path: str, source: str) -> None:
+        self.tracker.log_dataset(self._run, pd.read_parquet(path), source=source, name="drive")
+
+    def generation(self, g: int, best: Any) -> None:
+        metrics = {"best_fitness": float(best.fitness), "best_rss": float(best.rss)}
+        self.tracker.log_metrics(self._run, metrics, step=g)
+
+    def result(self, search: Any, recording: pd.DataFrame) -> None:
+        from models.drivetrain import plots
+
+        t, run = self.tracker, self._run
+        structure = ",".join(search.best_structure_)
+        t.log_params(run, {"best_structure": structure,
+                           "best_codes": ",".join(map(str, search.best_codes_))})  # fmt: skip
+        t.set_tags(run, {"greylab.best_structure": structure})
+        t.log_metrics(
+            run,
+            {"n_evaluations": float(search.n_evaluations_)}
+            | {f"param.{k}": float(v) for k, v in search.best_parameters_.items()},
+        )
+        t.log_table(run, search.history_, "history.csv")
+        population = search.population_history_.assign(
+            parameters=search.population_history_["parameters"].map(str)
+        )
+        t.log_table(run, population, "population.csv")
+        t.log_json(run, search.state_space_, "state_space.json")
+        t.log_json(run, search.to_dict(), "result.json")
+        t.log_figure(run, plots.fit_figure(search, recording), "figures/fit.png")
+        t.log_figure(run, plots.convergence_figure(search), "figures/convergence.png")
