@@ -192,7 +192,7 @@ def simulate(
     """
     start = time.perf_counter()
     sys_list = list(systems or [system])
-    base = {"system": system, "method": str(method), "dt": float(dt)}
+    base: dict[str, Any] = {"system": system, "method": str(method), "dt": float(dt)}
     try:
         built = _build(system, overrides, sys_list)
     except InputError as exc:
@@ -200,7 +200,7 @@ def simulate(
             **base, parameters={}, overrides=dict(overrides), system_info={},
             error=str(exc), error_type=type(exc).__name__,
         )  # fmt: skip
-    ident = {
+    ident: dict[str, Any] = {
         **base,
         "parameters": built.params,
         "overrides": overrides_for(system, overrides, sys_list),
