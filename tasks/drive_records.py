@@ -40,14 +40,14 @@ class DriveRecorder:
             self.tracker.end_run(self.run, failed=failed)
 
     def lineage(self, path: str, source: str) -> None:
-        self.tracker.log_dataset(self._run, pd.read_parquet(path), source=source, name="drive")
+        self.tracker.log_dataset(self._run, path, description=source, name="drive")
 
     def generation(self, g: int, best: Any) -> None:
         metrics = {"best_fitness": float(best.fitness), "best_rss": float(best.rss)}
         self.tracker.log_metrics(self._run, metrics, step=g)
 
     def result(self, search: Any, recording: pd.DataFrame) -> None:
-        from models.drivetrain import plots
+        from models.drivetrain import plots, simulate
 
         t, run = self.tracker, self._run
         structure = ",".join(search.best_structure_)
@@ -66,5 +66,18 @@ class DriveRecorder:
         t.log_table(run, population, "population.csv")
         t.log_json(run, search.state_space_, "state_space.json")
         t.log_json(run, search.to_dict(), "result.json")
-        t.log_figure(run, plots.fit_figure(search, recording), "figures/fit.png")
-        t.log_figure(run, plots.convergence_figure(search), "figures/convergence.png")
+        time_s = recording["t_s"].to_numpy(float)
+        measured = recording["velocity_rad_s"].to_numpy(float)
+        simulated = simulate(
+            search.best_structure_,
+            recording["torque_Nm"].to_numpy(float),
+            float(time_s[1] - time_s[0]),
+            search.best_parameters_,
+            y0=float(measured[0]),
+            **search.settings.kit_options(),
+        )
+        title = f"best {search.best_codes_} = {', '.join(search.best_structure_)}"
+        t.log_figure(
+            run, plots.plot_fit(time_s, measured, simulated, title=title), "figures/fit.png"
+        )
+        t.log_figure(run, plots.plot_history(search.history_), "figures/convergence.png")

@@ -43,9 +43,7 @@ class PressRecorder:
         return self.parent
 
     def lineage(self, path: str, source: str) -> None:
-        digest = self.tracker.log_dataset(
-            self._run, pd.read_parquet(path), source=source, name="press"
-        )
+        digest = self.tracker.log_dataset(self._run, path, description=source, name="press")
         self.shared_tags = {"greylab.data_hash": digest, "greylab.data_source": source}
 
     def normality(self, report: Any) -> None:

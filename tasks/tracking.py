@@ -174,18 +174,22 @@ class Tracker:
             directory = str(Path(artifact_file).parent)
             self.client.log_artifact(run_id, str(local), None if directory == "." else directory)
 
-    def log_dataset(self, run_id: str, frame: pd.DataFrame, *, source: str, name: str) -> str:
-        """Dataset lineage: the input's content hash as tag and as an MLflow dataset input."""
+    def log_dataset(self, run_id: str, path: str, *, description: str, name: str) -> str:
+        """Dataset lineage of a stored table (`path`, Parquet): its content hash and origin as
+        tags, and an MLflow dataset input whose source is the stored file."""
         import mlflow.data
         from mlflow.entities import DatasetInput, InputTag
 
+        frame = pd.read_parquet(path)
         digest = content_hash(frame)
-        self.set_tags(run_id, {"greylab.data_hash": digest, "greylab.data_source": source})
+        self.set_tags(run_id, {"greylab.data_hash": digest, "greylab.data_source": description})
         with warnings.catch_warnings():
-            # MLflow hints about integer columns and ambiguous local sources: not actionable
-            # for lineage records (the table was validated before), so keep them off the console.
+            # MLflow hints about integer columns in the inferred schema: not actionable for
+            # lineage records (the table was validated), so keep them off the console.
             warnings.simplefilter("ignore", UserWarning)
-            dataset = mlflow.data.from_pandas(frame, source=source, name=name, digest=digest[:36])
+            dataset = mlflow.data.from_pandas(
+                frame, source=Path(path).resolve().as_uri(), name=name, digest=digest[:36]
+            )
             entity = dataset._to_mlflow_entity()
         context = [InputTag("mlflow.data.context", "input")]
         self.client.log_inputs(run_id, datasets=[DatasetInput(entity, tags=context)])
