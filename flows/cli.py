@@ -16,7 +16,7 @@ from tasks.settings import apply_environment
 def build_app():  # -> typer.Typer (typer imported lazily, after the environment is set)
     import typer
 
-    from flows import cli_press
+    from flows import cli_drive, cli_inverse, cli_ops, cli_press
 
     app = typer.Typer(
         name="greylab",
@@ -24,15 +24,10 @@ def build_app():  # -> typer.Typer (typer imported lazily, after the environment
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
+        rich_markup_mode="markdown",
     )
     app.add_typer(cli_press.app, name="press")
-    for module_name in ("cli_drive", "cli_inverse", "cli_ops"):
-        try:
-            module = __import__(f"flows.{module_name}", fromlist=["register"])
-        except ModuleNotFoundError as exc:
-            if exc.name != f"flows.{module_name}":
-                raise
-            continue
+    for module in (cli_drive, cli_inverse, cli_ops):
         module.register(app)
     return app
 

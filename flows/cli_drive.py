@@ -11,6 +11,7 @@ from flows.cli_common import emit, parse_overrides, progress_bars, split_list, s
 from methods.errors import InputError
 
 app = typer.Typer(
+    rich_markup_mode="markdown",
     help="Structure and parameter identification of drive trains (METHODS.md §2).",
     no_args_is_help=True,
 )

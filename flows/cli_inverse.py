@@ -21,6 +21,7 @@ from flows.cli_common import emit, parse_overrides, progress_bars, stderr, stdou
 from methods.errors import InputError
 
 app = typer.Typer(
+    rich_markup_mode="markdown",
     help="Inverse dynamics of underactuated systems in partly specified motion (METHODS.md §3).",
     no_args_is_help=True,
 )

@@ -115,26 +115,47 @@ def compare(
 
 
 def demo(
-    tests: Annotated[int, typer.Option(help="Calibration/validation tests per model.")] = 50,
+    tests: Annotated[int, typer.Option(help="Press: calibration/validation tests per model.")] = 50,
+    generations: Annotated[int, typer.Option(help="Drive: GP generations (short demo).")] = 3,
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
 ) -> None:
-    """The main job on embedded defaults: the press study on the digital twin (truth M3),
-    tracked in the local MLflow store; prints where to look."""
+    """The main job on embedded defaults, tracked in the local MLflow store: the press study
+    on the digital twin (truth M3), the overhead trolley crane's inverse simulation and a short
+    drive-train structure search on the paper's reference recording."""
+    from flows.cli_drive import print_drive_result
     from flows.cli_press import print_press_result
+    from flows.drive_flow import DriveSearch, run_drive_search
+    from flows.inverse_flow import InverseStudy, run_inverse_study
     from flows.press_flow import PressStudy, run_press_study
 
-    stderr.print("greylab demo: press model-uncertainty study on the digital twin (truth M3)")
     with progress_bars(enabled=not as_json):
+        stderr.print("1/3 press: model-uncertainty study on the digital twin (truth M3)")
         press = run_press_study(PressStudy(n_tests=tests))
-    result = {"press": press}
+        stderr.print("2/3 crane: inverse simulation of the overhead trolley crane")
+        crane = run_inverse_study(InverseStudy(systems=["trolley_crane"]))
+        stderr.print(f"3/3 drive: short structure search ({generations} generations)")
+        drive = run_drive_search(DriveSearch(population=6, generations=generations))
+    result = {"press": press, "inverse": crane, "drive": drive}
 
     def human() -> None:
         print_press_result(press)
+        rows = [
+            [r["system"], r["method"], r["dt"], r.get("max_constraint_violation"),
+             r.get("tracking_error"), r.get("wall_time_s")]
+            for r in crane["runs"]
+        ]  # fmt: skip
+        stdout.print(table(
+            "Inverse simulation",
+            ["system", "method", "dt", "max violation", "forward-check error", "wall time s"],
+            rows,
+        ))  # fmt: skip
+        print_drive_result(drive)
         stdout.print(
             "\nWhere to look:\n"
-            f"  MLflow: {press['tracking']}\n"
-            f"  press parent run: {press['parent_run_id']}\n"
-            "  compare runs: greylab compare --study press"
+            f"  MLflow UI: {press['tracking']}\n"
+            f"  press parent run {press['parent_run_id']}, crane parent run "
+            f"{crane['parent_run_id']}, drive run {drive['run_id']}\n"
+            "  compare runs: greylab compare --study press (or drive, inverse)"
         )
 
     emit(result, as_json=as_json, human=human)

@@ -11,7 +11,9 @@ from flows.cli_common import emit, progress_bars, split_list, stderr, stdout, ta
 from methods.errors import InputError
 
 app = typer.Typer(
-    help="Model-uncertainty detection for the press (METHODS.md §1).", no_args_is_help=True
+    rich_markup_mode="markdown",
+    help="Model-uncertainty detection for the press (METHODS.md §1).",
+    no_args_is_help=True,
 )
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
