@@ -18,7 +18,7 @@ from prefect.futures import as_completed
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.progress import Progress
-from flows.runners import RunnerKind, make_task_runner
+from flows.runners import RunnerKind, run_flow
 from methods.dae import InverseProblemError
 from methods.errors import InputError
 from tasks import inverse as inverse_tasks
@@ -142,5 +142,4 @@ def run_inverse_study(
     study: InverseStudy, *, runner: RunnerKind | str = "thread", workers: int = 2
 ) -> dict[str, Any]:
     """Run the flow with a chosen task runner (threads, or a Dask cluster)."""
-    task_runner = make_task_runner(runner, workers=workers)
-    return inverse_simulation.with_options(task_runner=task_runner)(study)
+    return run_flow(inverse_simulation, study, runner=runner, workers=workers)

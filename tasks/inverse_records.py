@@ -19,7 +19,7 @@ Child (`<system>-<method>-dt<dt>`):
            units; only for systems with an exact solution) and `error_vs_exact.<column>`,
            `newton_iterations_total`, `newton_iterations_max`, `newton_iterations_mean`,
            `wall_time_s` (solve), `compile_time_s`, `forward_wall_time_s`, `n_steps`,
-           `rank_CB`, `p`, `rank_ok`; a failed solve records `failed_at_s` instead
+           `rank_CB`, `rank_p`, `rank_ok`; a failed solve records `failed_at_s` instead
   tags     `greylab.verdict` (`ok` or `failed`), `greylab.error` (the message), `greylab.warnings`
   artifacts `trajectory.parquet` (t_s, coordinates, velocities, controls by name),
            `figures/trajectory.png` (demanded outputs, coordinates, controls),
@@ -111,7 +111,7 @@ class InverseRecorder:
             "compile_time_s": result.compile_time_s,
             "n_steps": result.n_steps,
             "rank_CB": result.rank_info.rank_CB,
-            "p": result.rank_info.p,
+            "rank_p": result.rank_info.p,
             "rank_ok": float(result.rank_info.ok),
         }
         if outcome.forward is not None:

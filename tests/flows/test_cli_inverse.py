@@ -180,3 +180,32 @@ def test_infeasible_crane_demand_names_the_time(tmp_path: Path, capsys) -> None:
     )  # fmt: skip
     assert code == 2 and out == ""
     assert "infeasible demand" in err and "at t = " in err and "Traceback" not in err
+
+
+def test_study_settings_and_per_system_overrides() -> None:
+    from pydantic import ValidationError
+
+    from flows.inverse_flow import InverseStudy
+    from methods.errors import InputError
+    from tasks.inverse import check_study, overrides_for
+
+    systems = ["two_mass", "planar_crane"]
+    both = {"planar_crane.m": 6.0, "two_mass.k": 50.0}
+    assert overrides_for("planar_crane", both, systems) == {"m": 6.0}
+    assert overrides_for("two_mass", both, systems) == {"k": 50.0}
+    info = check_study(systems, both, None, None)
+    assert info["planar_crane"]["parameters"]["m"]["value"] == 6.0
+    with pytest.raises(InputError, match="'ship' is not one of the selected systems"):
+        check_study(systems, {"ship.U0": 1.0}, None, None)
+    with pytest.raises(InputError, match="two_mass: unknown parameter 'm'"):
+        check_study(systems, {"m": 6.0}, None, None)  # plain names apply to every system
+    with pytest.raises(InputError, match="missing"):
+        check_study(
+            systems, {}, {"t_end": 3, "outputs": {"x2": {"type": "constant", "value": 0}}}, None
+        )
+
+    assert InverseStudy(dts=[2e-3, 1e-3, 2e-3]).step_sizes() == [2e-3, 1e-3]
+    with pytest.raises(ValidationError, match="extra"):
+        InverseStudy(system="two_mass")
+    with pytest.raises(ValidationError):
+        InverseStudy(method="rk4")
