@@ -16,8 +16,10 @@ from rich.table import Table
 from flows.progress import progress_sink
 from methods.errors import InputError
 
-stderr = Console(stderr=True)
-stdout = Console()
+# Without a terminal (logs, CI) rich would wrap at 80 columns: tables of estimates need more.
+_WIDTH = None if sys.stdout.isatty() else 120
+stderr = Console(stderr=True, width=_WIDTH)
+stdout = Console(width=_WIDTH)
 
 
 def _plain(value: Any) -> Any:

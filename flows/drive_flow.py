@@ -12,7 +12,7 @@ from prefect import flow
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.progress import Progress
-from flows.runners import RunnerKind, make_task_runner
+from flows.runners import RunnerKind, run_flow
 from methods.gp import StructureSearch
 from models.drivetrain import REFERENCE_STRUCTURE
 from tasks import drive as drive_tasks
@@ -123,5 +123,4 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
 
 def run_drive_search(study: DriveSearch, *, runner: RunnerKind | str = "thread"):
     """Run the flow with a chosen task runner (threads, or a Dask cluster)."""
-    task_runner = make_task_runner(runner, workers=study.workers)
-    return drive_structure_search.with_options(task_runner=task_runner)(study)
+    return run_flow(drive_structure_search, study, runner=runner, workers=study.workers)

@@ -11,7 +11,7 @@ from prefect.futures import as_completed
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.progress import Progress
-from flows.runners import RunnerKind, make_task_runner
+from flows.runners import RunnerKind, run_flow
 from tasks import press as press_tasks
 from tasks.press_records import PressRecorder
 
@@ -162,5 +162,4 @@ def _run(study: PressStudy, recorder: PressRecorder) -> dict[str, Any]:
 
 def run_press_study(study: PressStudy, *, runner: RunnerKind | str = "thread", workers: int = 2):
     """Run the flow with a chosen task runner (threads, or a Dask cluster)."""
-    task_runner = make_task_runner(runner, workers=workers)
-    return press_uncertainty.with_options(task_runner=task_runner)(study)
+    return run_flow(press_uncertainty, study, runner=runner, workers=workers)

@@ -71,7 +71,13 @@ class PressRecorder:
         path: str,
     ) -> str:
         t = self.tracker
-        run = t.start_run(self.experiment, f"model-{model}", study="press", parent_run_id=self._run)
+        run = t.start_run(
+            self.experiment,
+            f"model-{model}",
+            study="press",
+            parent_run_id=self._run,
+            tags=self.shared_tags,
+        )
         t.log_params(
             run,
             {

@@ -1,0 +1,147 @@
+"""The press flow for real: on a local Dask cluster, and served + triggered through a Prefect
+server's API (what the UI's Run button does), with the MLflow runs it produced checked."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.services import prefect_server, stop
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    monkeypatch.setenv("GREYLAB_HOME", str(home))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{home / 'mlflow.db'}")
+    monkeypatch.delenv("GREYLAB_DASK_ADDRESS", raising=False)
+    return home
+
+
+def _runs(tracking_uri: str, experiment: str) -> list:
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    found = client.get_experiment_by_name(experiment)
+    assert found is not None, f"no MLflow experiment '{experiment}'"
+    return client.search_runs([found.experiment_id])
+
+
+@pytest.fixture
+def dask_with_server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A real Prefect server and a real local Dask cluster (two worker processes) whose
+    workers report to that server, as in the compose stack."""
+    from distributed import LocalCluster
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    with prefect_server(tmp_path) as api:
+        monkeypatch.setenv("PREFECT_API_URL", api)  # inherited by the worker processes
+        with (
+            temporary_settings(updates={PREFECT_API_URL: api}),
+            LocalCluster(
+                n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                dashboard_address=None,
+            ) as cluster,
+        ):  # fmt: skip
+            monkeypatch.setenv("GREYLAB_DASK_ADDRESS", cluster.scheduler_address)
+            yield cluster
+
+
+def _ran_on(cluster, prefix: str) -> bool:
+    return any(prefix in str(p) for p in cluster.scheduler.task_prefixes)
+
+
+def test_press_and_drive_flows_on_a_dask_cluster(home: Path, dask_with_server) -> None:
+    from flows.drive_flow import DriveSearch, run_drive_search
+    from flows.press_flow import PressStudy, run_press_study
+
+    study = PressStudy(n_tests=12, batch_size=4, experiment="dask-check")
+    result = run_press_study(study, runner="dask")
+    assert _ran_on(dask_with_server, "test_batch")
+    verdicts = {v["model"]: v for v in result["verdicts"]}
+    assert set(verdicts) == {"M1", "M2", "M3"}
+    assert all(len(v["parameters"]) == 2 for v in verdicts.values())
+    runs = _runs(os.environ["MLFLOW_TRACKING_URI"], "dask-check")
+    children = [r for r in runs if r.data.tags.get("greylab.kind") == "child"]
+    assert sorted(r.data.params["model"] for r in children) == ["M1", "M2", "M3"]
+    for run in children:
+        assert len(run.data.metrics) >= 6
+        assert run.data.tags["greylab.data_hash"] == result["data_hash"]
+
+    drive = run_drive_search(
+        DriveSearch(population=4, generations=2, experiment="dask-drive"), runner="dask"
+    )
+    assert _ran_on(dask_with_server, "evaluate_individuals")
+    assert drive["generations"] == 2 and drive["best_structure"]
+    (run,) = _runs(os.environ["MLFLOW_TRACKING_URI"], "dask-drive")
+    history = [m.step for m in _client().get_metric_history(run.info.run_id, "best_fitness")]
+    assert history == [0, 1]
+
+
+def _client():
+    from mlflow import MlflowClient
+
+    return MlflowClient(os.environ["MLFLOW_TRACKING_URI"])
+
+
+def test_deployment_triggered_through_the_api(home: Path, tmp_path: Path) -> None:
+    from prefect.client.orchestration import get_client  # noqa: F401  (import check)
+
+    with prefect_server(tmp_path) as api:
+        env = {**os.environ, "PREFECT_API_URL": api, "GREYLAB_HOME": str(home)}
+        log = tmp_path / "serve.log"
+        with log.open("wb") as sink:
+            served = subprocess.Popen(
+                [sys.executable, "-m", "flows.cli", "serve", "--only", "press-uncertainty"],
+                stdout=sink, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            )  # fmt: skip
+        try:
+            code = (
+                "import sys, asyncio\n"
+                "from prefect.deployments import run_deployment\n"
+                "run = run_deployment('press-uncertainty/press-uncertainty', timeout=600,\n"
+                "    parameters={'study': {'n_tests': 8, 'split': 'series', 'twin_truth': 'M2',\n"
+                "                          'models': ['M2', 'M3'], 'experiment': 'ui-rerun'}})\n"
+                "print(run.state.type.value)\n"
+            )
+            deadline = time.monotonic() + 120
+            while True:  # bounded wait until the served deployment is registered
+                probe = subprocess.run(
+                    [sys.executable, "-c",
+                     "from prefect.client.orchestration import get_client\n"
+                     "import asyncio\n"
+                     "async def m():\n"
+                     "    async with get_client() as c:\n"
+                     "        await c.read_deployment_by_name('press-uncertainty/press-uncertainty')\n"
+                     "asyncio.run(m())"],
+                    env=env, capture_output=True, text=True, timeout=60,
+                )  # fmt: skip
+                if probe.returncode == 0:
+                    break
+                if time.monotonic() > deadline or served.poll() is not None:
+                    pytest.fail(f"deployment never appeared:\n{log.read_text()[-3000:]}")
+                time.sleep(2)
+            trigger = subprocess.run(
+                [sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                timeout=660,
+            )  # fmt: skip
+            assert trigger.stdout.strip().endswith("COMPLETED"), (
+                trigger.stdout + trigger.stderr + log.read_text()[-3000:]
+            )
+        finally:
+            stop(served)
+
+    runs = _runs(f"sqlite:///{home / 'mlflow.db'}", "ui-rerun")
+    parent = [r for r in runs if r.data.tags.get("greylab.kind") == "parent"]
+    children = [r for r in runs if r.data.tags.get("greylab.kind") == "child"]
+    assert len(parent) == 1 and parent[0].info.status == "FINISHED"
+    assert sorted(r.data.params["model"] for r in children) == ["M2", "M3"]
+    assert {r.data.params["split"] for r in children} == {"series"}
+    assert {r.data.params["n_tests"] for r in children} == {"8"}
