@@ -103,6 +103,8 @@ def runs_table(
         row |= dict(run.data.params)
         row |= dict(run.data.metrics)
         rows.append(row)
+    if not rows:
+        return pd.DataFrame()
     frame = pd.DataFrame(rows)
     lead = ["run_id", "start"] + [c for c in spec["lead"] if c in frame.columns]
     estimates = sorted(c for c in frame.columns if c.startswith(("param.", "stderr.")))
