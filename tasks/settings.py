@@ -9,6 +9,7 @@
 | `PREFECT_API_URL`      | Prefect server; unset = ephemeral server  | unset                             |
 | `PREFECT_HOME`         | Prefect's own state                       | `$GREYLAB_HOME/prefect`           |
 | `GREYLAB_DASK_ADDRESS` | existing Dask scheduler (`tcp://…`)       | unset = local cluster when asked  |
+| `GREYLAB_PROJECT_DIR`  | project folder for deployed flow runs (pull step of `deployments/prefect.yaml`) | unset (`greylab serve` runs in place) |
 
 `apply_environment()` must run before `prefect` is imported (the CLI does it first), because
 Prefect reads its settings at import time.

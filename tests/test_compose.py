@@ -23,6 +23,7 @@ SERVICES = {
     "mlflow",
     "minio",
     "minio-init",
+    "prefect-deploy",
     "dask-scheduler",
     "dask-worker",
 }
@@ -330,3 +331,18 @@ def test_greylab_variables_are_the_documented_ones(compose: dict[str, Any]) -> N
     for key in env:
         if key.startswith("GREYLAB_"):
             assert f"`{key}`" in documented, f"{key} is not documented in tasks/settings.py"
+
+
+def test_deploy_service_registers_the_project_deployments(services: dict[str, Any]) -> None:
+    deploy = services["prefect-deploy"]
+    command = deploy["command"]
+    prefect_file = command[command.index("--prefect-file") + 1]
+    assert (ROOT / prefect_file).is_file()
+    assert deploy["working_dir"] == deploy["environment"]["GREYLAB_PROJECT_DIR"]
+    spec = yaml.safe_load((ROOT / prefect_file).read_text())
+    pools = {d["work_pool"]["name"] for d in spec["deployments"]}
+    worker = services["prefect-worker"]["command"]
+    assert pools == {worker[worker.index("--pool") + 1]}
+    for deployment in spec["deployments"]:
+        module, _, attribute = deployment["entrypoint"].partition(":")
+        assert (ROOT / module).is_file() and f"def {attribute}(" in (ROOT / module).read_text()
