@@ -21,6 +21,7 @@ deviation of each sensor. Without a sheet the methods estimate sigma from the re
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -33,8 +34,9 @@ from schemas.errors import DataError, describe_failure_cases, read_table
 KEY = ["series", "step", "sensor"]
 
 
-def _finite(series: pd.Series) -> pd.Series:
-    return pd.Series(np.isfinite(series.to_numpy(dtype=float)), index=series.index)
+def _finite(series: pd.Series) -> Series[bool]:
+    finite = pd.Series(np.isfinite(series.to_numpy(dtype=float)), index=series.index)
+    return cast("Series[bool]", finite)  # pandera checks get and return a plain pd.Series
 
 
 class PressMeasurements(pa.DataFrameModel):
@@ -91,7 +93,11 @@ def _check_unique(table: pd.DataFrame, source: str) -> None:
     duplicated = table[table.duplicated(KEY, keep=False)]
     if duplicated.empty:
         return
-    groups = list(duplicated.groupby(KEY, sort=True).groups.items())
+    # pandas-stubs type group keys as Hashable; grouped by a list of columns they are tuples
+    groups = cast(
+        list[tuple[tuple[Any, ...], pd.Index]],
+        list(duplicated.groupby(KEY, sort=True).groups.items()),
+    )
     shown = "; ".join(
         f"(series {k[0]}, step {k[1]}, sensor '{k[2]}') at rows {[int(i) for i in rows]}"
         for k, rows in groups[:5]

@@ -177,7 +177,8 @@ class Tracker:
     def log_dataset(self, run_id: str, path: str, *, description: str, name: str) -> str:
         """Dataset lineage of a stored table (`path`, Parquet): its content hash and origin as
         tags, and an MLflow dataset input whose source is the stored file."""
-        import mlflow.data
+        # mlflow.data registers from_pandas at import time, invisible to a type checker
+        from mlflow.data.pandas_dataset import from_pandas
         from mlflow.entities import DatasetInput, InputTag
 
         frame = pd.read_parquet(path)
@@ -187,7 +188,7 @@ class Tracker:
             # MLflow hints about integer columns in the inferred schema: not actionable for
             # lineage records (the table was validated), so keep them off the console.
             warnings.simplefilter("ignore", UserWarning)
-            dataset = mlflow.data.from_pandas(
+            dataset = from_pandas(
                 frame, source=Path(path).resolve().as_uri(), name=name, digest=digest[:36]
             )
             entity = dataset._to_mlflow_entity()

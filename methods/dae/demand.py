@@ -181,7 +181,7 @@ def _path(spec, where: str) -> dict[str, Trajectory]:
         if times[i] + durs[i] > times[i + 1] + 1e-12:
             raise InputError(f"{where}: segment {i} ends after segment {i + 1} starts")
     deg = _degree(spec, where)
-    out = {}
+    out: dict[str, Trajectory] = {}
     for a, name in enumerate(axes):
         moves = [(pts[i + 1, a], times[i], times[i] + durs[i]) for i in range(len(times))]
         out[str(name)] = Steps(float(pts[0, a]), moves, deg)

@@ -14,6 +14,7 @@ import math
 import time
 import warnings
 from collections.abc import Mapping
+from typing import Literal, NoReturn
 
 import casadi as ca
 import numpy as np
@@ -30,6 +31,9 @@ __all__ = ["DemandSmoothnessWarning", "consistent_start", "solve_inverse"]
 
 _START_TOL = 1e-9  # residual of the consistent start (output units / forces scaled by row norm)
 _STEADY_TOL = 1e-9  # |gamma''|, |gamma'''|, |gamma''''| at t_start counted as zero
+
+# why a chunk stops early: a coordinate bound (index, lo, hi) or cond(W) over the limit
+_Stop = tuple[Literal["bound"], int, float, float] | tuple[Literal["cond"], None, None, None]
 
 
 class DemandSmoothnessWarning(UserWarning):
@@ -48,7 +52,7 @@ def _start_function(pb: ServoProblem) -> ca.Function:
         q, v, u = pb.q, pb.v, pb.u
         g = ca.SX.sym("g", pb.m, 3)
         w = ca.vertcat(q, v, u)
-        force = pb.f - pb.d - ca.mtimes(pb.B.T, u)
+        force = pb.generalized_force()
         r = ca.vertcat(pb.Phi - g[:, 0], ca.mtimes(pb.Cv, v) - g[:, 1], force, g[:, 2] - pb.Cdot_v)
         c["start"] = ca.Function("start", [w, g], [r, ca.jacobian(r, w)])
     return c["start"]
@@ -240,7 +244,8 @@ def solve_inverse(
         bad = ~(errs[:take] <= tol) | ~np.isfinite(Ys[:, :take]).all(axis=0)
         j = int(np.argmax(bad)) if bad.any() else take
         # bounds and partition conditioning on the converged steps
-        problem_at, kind = j, None
+        problem_at = j
+        kind: _Stop | None = None
         if j > 0:
             for idx, lo, hi in bounds:
                 out = (Ys[idx, :j] <= lo) | (Ys[idx, :j] >= hi)
@@ -321,7 +326,9 @@ def solve_inverse(
     )
 
 
-def _newton_failure(pb, y, h, t, it, err):
+def _newton_failure(
+    pb: ServoProblem, y: np.ndarray, h: float, t: float, it: int, err: float
+) -> NoReturn:
     n = pb.n
     q, v = y[:n], y[n : 2 * n] / h
     Cv = np.asarray(pb.fun_mats(q, v)[0])

@@ -112,6 +112,8 @@ class ServoProblem:
         pb.setup()
     """
 
+    _compiled: dict  # compiled solver functions, cached by methods.dae.inverse
+
     def __init__(self, name: str):
         self.name = name
         self._frozen = False
@@ -125,7 +127,12 @@ class ServoProblem:
         self.q_nominal = np.zeros(0)
         self.v_nominal = np.zeros(0)
         self.bounds: dict[str, tuple[float, float]] = {}
-        self.M = self.d = self.f = self.B = self.A = self.Phi = None
+        self.M: ca.SX | None = None
+        self.d: ca.SX | None = None
+        self.f: ca.SX | None = None
+        self.B: ca.SX | None = None
+        self.A: ca.SX | None = None
+        self.Phi: ca.SX | None = None
         self.demand_order = 4
         self.rank_policy = RankPolicy.STRICT
         self.rank_info: RankInfo | None = None
@@ -193,6 +200,8 @@ class ServoProblem:
     def set_kinematics(self, A) -> None:
         """Kinematic form ``q' = A(q) v`` (ships, aircraft); default ``A = I``."""
         self._check_open()
+        if self.q is None:
+            raise InputError("declare coordinates first")
         n = self.q.numel()
         self.A = _as_sx("A", A, (n, n))
 
@@ -213,11 +222,13 @@ class ServoProblem:
     def setup(self, rank_policy: RankPolicy | str = RankPolicy.STRICT) -> ServoProblem:
         """Validate, build the functions, check the rank conditions at the nominal state."""
         self._check_open()
-        if any(x is None for x in (self.q, self.u, self.M, self.f, self.Phi)):
+        q, v, u = self.q, self.v, self.u
+        dynamics = (self.M, self.f, self.Phi)
+        if q is None or v is None or u is None or any(x is None for x in dynamics):
             raise InputError(
                 f"problem {self.name!r}: declare coordinates, controls, dynamics, outputs"
             )
-        n, m = self.q.numel(), self.u.numel()
+        n, m = q.numel(), u.numel()
         if not m < n:
             raise InputError(
                 f"problem {self.name!r}: need fewer controls than coordinates ({m} >= {n})"
@@ -246,7 +257,6 @@ class ServoProblem:
             raise InputError(
                 f"problem {self.name!r}: unknown symbols {sorted(extra)} in the equations"
             )
-        q, v, u = self.q, self.v, self.u
         self.C = ca.jacobian(self.Phi, q)
         self.Cv = ca.mtimes(self.C, self.A)
         qdot = ca.mtimes(self.A, v)
@@ -254,7 +264,7 @@ class ServoProblem:
         self.fun_M = ca.Function("M", [q], [self.M])
         self.fun_mats = ca.Function("mats", [q, v], [self.Cv, self.B, self.M])
         self.fun_Phi = ca.Function("Phi", [q], [self.Phi])
-        acc = ca.solve(self.M, self.f - self.d - ca.mtimes(self.B.T, u))
+        acc = ca.solve(self.M, self.generalized_force())
         self.fun_ode = ca.Function("ode", [q, v, u], [qdot, acc])
         self._frozen = True
         self.rank_info = self.rank_at(self.q_nominal, self.v_nominal, "nominal state")
@@ -268,11 +278,21 @@ class ServoProblem:
 
     @property
     def n(self) -> int:
+        if self.q is None:
+            raise InputError("declare coordinates first")
         return self.q.numel()
 
     @property
     def m(self) -> int:
+        if self.u is None:
+            raise InputError("declare controls first")
         return self.u.numel()
+
+    def generalized_force(self) -> ca.SX:
+        """``f - d - B^T u`` (n x 1), the right-hand side of ``M v' = ...``."""
+        if self.u is None or self.f is None or self.d is None or self.B is None:
+            raise InputError(f"problem {self.name!r}: declare controls and dynamics first")
+        return self.f - self.d - ca.mtimes(self.B.T, self.u)
 
     def rank_at(self, q: np.ndarray, v: np.ndarray | None = None, where: str = "") -> RankInfo:
         """Rank conditions evaluated at ``(q, v)``."""

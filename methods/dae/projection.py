@@ -85,7 +85,7 @@ def projected_parts(problem: ServoProblem, partition: Partition) -> ca.Function:
         D[i, j] = 1
     for r, i in enumerate(partition.dependent):
         D[i, :] = -X[r, :]
-    force = pb.f - pb.d - ca.mtimes(pb.B.T, u)
+    force = pb.generalized_force()
     H = ca.mtimes(D.T, pb.M)
     h = ca.mtimes(D.T, force)
     xi = gamdd - pb.Cdot_v

@@ -34,10 +34,11 @@ class _Mapped:
             (self.buf1, (self.P, self.q), (self.h, self.Jt)),
             (self.buf2, (self.P, self.q, self.V), (self.H,)),
         ):
+            # numpy's stubs declare ndarray.__buffer__ only for Python >= 3.12 (we check 3.11)
             for i, a in enumerate(args):
-                buf.set_arg(i, memoryview(a))
+                buf.set_arg(i, memoryview(a))  # type: ignore[arg-type]
             for i, r in enumerate(res):
-                buf.set_res(i, memoryview(r))
+                buf.set_res(i, memoryview(r))  # type: ignore[arg-type]
 
 
 def _mapped(comp: CompiledModel, n: int) -> _Mapped:

@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -116,15 +116,16 @@ def sensor_blocks(
         q = data.setpoints
         zbar, wt, _ = aggregate(data.z, np.ones(data.z.shape), sig)
     else:
-        q = getattr(model, "default_forces", None)
-        if q is None:
+        forces = getattr(model, "default_forces", None)
+        if forces is None:
             raise InputError("design without data needs a table or model.default_forces")
-        q = np.asarray(q, dtype=float)
+        q = np.asarray(forces, dtype=float)
         if sigma is None:
             sigma = getattr(model, "nominal_sigma", None)
         if sigma is None:
             raise InputError("design without data needs sigma= (sensor -> std in um)")
-        sig = np.array([float(dict(sigma)[s]) for s in model.sensors])
+        sigma_of: dict[Any, Any] = dict(sigma)
+        sig = np.array([float(sigma_of[s]) for s in model.sensors])
         wt = np.broadcast_to(1.0 / sig**2, (q.size, n_s))
         zbar = None
     p = np.array([float((parameters or {}).get(n, v)) for n, v in zip(names, p0)])
@@ -154,7 +155,7 @@ def sensor_design(
 ) -> SensorDesign:
     """Exhaustive enumeration of the subsets with exactly ``n_sensors`` sensors (None: every
     size >= n_p). Code "110" = first two model sensors kept."""
-    criterion = parse_enum(Criterion, criterion, "criterion")
+    crit = parse_enum(Criterion, criterion, "criterion")
     sensors = tuple(model.sensors)
     n_s, n_p = len(sensors), len(model.parameters)
     if n_sensors is not None and not n_p <= n_sensors <= n_s:
@@ -184,5 +185,8 @@ def sensor_design(
             )
     tab = pd.DataFrame(rows)
     ok = tab[tab["identifiable"]]
-    best = None if ok.empty else ok.loc[ok[criterion.value].idxmin()].to_dict()
-    return SensorDesign(tab, best, criterion.value, used, sensors)
+    best: dict[str, Any] | None = None
+    if not ok.empty:
+        label = cast(int, ok[crit.value].idxmin())  # tab has the default RangeIndex
+        best = cast(dict[str, Any], ok.loc[label].to_dict())  # one row: column -> value
+    return SensorDesign(tab, best, crit.value, used, sensors)

@@ -80,14 +80,14 @@ def prepare(
     statistic: Statistic | str = Statistic.DIFFERENCE,
 ) -> Prepared:
     """Validate inputs, fit on all data (start values for the splits), pack arrays."""
-    statistic = parse_enum(Statistic, statistic, "statistic")
+    stat = parse_enum(Statistic, statistic, "statistic")
     data, cols = model_data(model, table, sensors)
     sig, _ = resolve_sigma(sigma, data)
     names, _, scale, lo, hi = parameter_arrays(model)
     full = fit_parameters(model, table, sensors=data.sensors, sigma=dict(zip(data.sensors, sig)))
     return Prepared(
         model, tuple(names), data.sensors, data.z, cols, sig, data.setpoints, data.loading,
-        full.values, scale, lo, hi, statistic,
+        full.values, scale, lo, hi, stat,
     )  # fmt: skip
 
 
@@ -100,8 +100,8 @@ def _fit_many(prep: Prepared, W: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
     zbar_sel = zsum / np.maximum(cnt, 1)[:, :, None]
     wt_sel = cnt[:, :, None] / prep.sigma**2
     n_s_model = len(prep.model.sensors)
-    zbar = np.zeros((n, n_q, n_s_model))
-    wt = np.zeros((n, n_q, n_s_model))
+    zbar: np.ndarray = np.zeros((n, n_q, n_s_model))
+    wt: np.ndarray = np.zeros((n, n_q, n_s_model))
     zbar[:, :, prep.cols] = zbar_sel
     wt[:, :, prep.cols] = wt_sel
     zbar, wt = zbar.reshape(n, -1), wt.reshape(n, -1)
@@ -189,7 +189,7 @@ def combine_tests(
 
     ``n_tests`` (default: number of rows) is the family size of the correction.
     """
-    correction = parse_enum(Correction, correction, "correction")
+    corr = parse_enum(Correction, correction, "correction")
     if not 0.0 < tol < 1.0:
         raise InputError(f"tol must lie in (0, 1), got {tol}")
     tests = rows if isinstance(rows, pd.DataFrame) else pd.concat(list(rows), ignore_index=True)
@@ -198,14 +198,14 @@ def combine_tests(
     if m < len(tests) or m < 1:
         raise InputError(f"n_tests={m} is smaller than the {len(tests)} tests given")
     alpha = tests["alpha_min"].to_numpy(float)
-    rej, thr = decisions(np.concatenate([alpha, np.ones(m - len(tests))]), tol, correction)
+    rej, thr = decisions(np.concatenate([alpha, np.ones(m - len(tests))]), tol, corr)
     tests = tests.assign(threshold=thr[: len(tests)], rejected=rej[: len(tests)])
     warnings = []
     n_bad = int((~tests["ok"].astype(bool)).sum()) if "ok" in tests else 0
     if n_bad:
         warnings.append(f"{n_bad} test(s) with a failed or unidentifiable fit (never reject)")
     return Detection(
-        model=model, split=split, statistic=str(statistic), correction=correction.value,
+        model=model, split=split, statistic=str(statistic), correction=corr.value,
         tol=float(tol), n_tests=m, rejected=bool(rej.any()), alpha_min=alpha,
         threshold=float(tol / m), tests=tests, n_rejections=int(rej.sum()),
         warnings=tuple(warnings),
@@ -233,7 +233,7 @@ def detect_model_uncertainty(
     ``methods.press.splits``), statistic, correction and ``tol`` as in the module docstring.
     ``progress(done, total)`` is called after every batch of tests.
     """
-    correction = parse_enum(Correction, correction, "correction")
+    corr = parse_enum(Correction, correction, "correction")
     kind = parse_enum(SplitKind, split, "split")
     prep = prepare(model, table, sensors=sensors, sigma=sigma, statistic=statistic)
     splits = make_splits(
@@ -245,7 +245,7 @@ def detect_model_uncertainty(
         if progress is not None:
             progress(min(start + step, len(splits)), len(splits))
     det = combine_tests(
-        batches, tol, correction, model=str(getattr(model, "name", type(model).__name__)),
+        batches, tol, corr, model=str(getattr(model, "name", type(model).__name__)),
         split=kind.value, statistic=prep.statistic.value,
     )  # fmt: skip
     if len(splits) < n_tests:

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from enum import StrEnum
+from enum import Enum, StrEnum
+from typing import TypeVar
 
 import numpy as np
 
@@ -35,7 +36,10 @@ class SplitKind(StrEnum):
     PHASE = "phase"
 
 
-def parse_enum(enum: type, value: object, what: str):
+E = TypeVar("E", bound=Enum)
+
+
+def parse_enum(enum: type[E], value: object, what: str) -> E:
     try:
         return enum(value)
     except ValueError:
