@@ -208,4 +208,6 @@ def print_press_result(result: dict[str, Any]) -> None:
             rows,
         )
     )
+    for warning in result.get("warnings", []):
+        stderr.print(f"warning: {warning}")
     stderr.print(f"MLflow parent run {result['parent_run_id']}; look: {result['tracking']}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
+import numpy as np
 from prefect import flow
 from prefect.futures import as_completed
 from pydantic import BaseModel, ConfigDict, Field
@@ -97,6 +98,13 @@ def _run(study: PressStudy, recorder: PressRecorder) -> dict[str, Any]:
     path = press_tasks.correct(loaded["path"])
     report = press_tasks.normality(path)
     recorder.normality(report)
+    warnings: list[str] = []
+    if not report.all_normal:
+        failing = report.table.loc[~report.table["normal"].astype(bool), "sensor"].tolist()
+        warnings.append(
+            f"measurement errors of sensor(s) {failing} fail the Shapiro-Wilk test at 5 %: "
+            "the covariance and the tests assume Gaussian errors, so treat the verdicts with care"
+        )
 
     design = press_tasks.design(
         study.models[0], path, study.n_sensors, study.criterion.value, sigma
@@ -136,6 +144,7 @@ def _run(study: PressStudy, recorder: PressRecorder) -> dict[str, Any]:
             study.statistic.value,
         )
         fit = fits[model].result()
+        warnings += [f"{model}: {w}" for w in (*fit.warnings, *detection.warnings)]
         run_id = recorder.model_run(model, study, fit, detection, sensors, path)
         verdicts.append(
             {
@@ -143,7 +152,7 @@ def _run(study: PressStudy, recorder: PressRecorder) -> dict[str, Any]:
                 "verdict": "model uncertainty detected" if detection.rejected else "passes",
                 "rejected": bool(detection.rejected),
                 "n_rejections": int(detection.n_rejections),
-                "min_alpha": float(detection.alpha_min.min()),
+                "min_alpha": float(np.nanmin(detection.alpha_min, initial=np.inf)),
                 "threshold": float(detection.threshold),
                 "parameters": fit.parameters,
                 "standard_errors": fit.standard_errors,
@@ -157,6 +166,7 @@ def _run(study: PressStudy, recorder: PressRecorder) -> dict[str, Any]:
         "design": design.to_dict(),
         "normality": report.to_dict(),
         "verdicts": verdicts,
+        "warnings": warnings,
     }
 
 

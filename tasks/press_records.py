@@ -98,7 +98,7 @@ class PressRecorder:
         metrics |= {
             "rejected": float(detection.rejected),
             "n_rejections": float(detection.n_rejections),
-            "min_alpha": float(np.min(detection.alpha_min)),
+            "min_alpha": float(np.nanmin(detection.alpha_min, initial=np.inf)),
             "threshold": float(detection.threshold),
             "fit_cost": float(fit.cost),
         }

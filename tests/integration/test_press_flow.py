@@ -74,6 +74,21 @@ def test_press_and_drive_flows_on_a_dask_cluster(home: Path, dask_with_server) -
     for run in children:
         assert len(run.data.metrics) >= 6
         assert run.data.tags["greylab.data_hash"] == result["data_hash"]
+        assert _artifacts(run.info.run_id) >= {
+            "fit.json", "ellipsoid.json", "detection.json", "tests.csv",
+            "figures/ellipsoid.png", "figures/hysteresis.png",
+        }  # fmt: skip
+        steps = [m.step for m in _client().get_metric_history(run.info.run_id, "alpha_min")]
+        assert sorted(steps) == list(range(12))
+    (parent,) = [r for r in runs if r.data.tags.get("greylab.kind") == "parent"]
+    assert _artifacts(parent.info.run_id) >= {
+        "normality.json",
+        "design.json",
+        "design.csv",
+        "figures/design.png",
+        "verdicts.csv",
+    }
+    assert parent.data.params["design"] == "110"
 
     drive = run_drive_search(
         DriveSearch(population=4, generations=2, experiment="dask-drive"), runner="dask"
@@ -83,6 +98,13 @@ def test_press_and_drive_flows_on_a_dask_cluster(home: Path, dask_with_server) -
     (run,) = _runs(os.environ["MLFLOW_TRACKING_URI"], "dask-drive")
     history = [m.step for m in _client().get_metric_history(run.info.run_id, "best_fitness")]
     assert history == [0, 1]
+
+
+def _artifacts(run_id: str, path: str | None = None) -> set[str]:
+    found: set[str] = set()
+    for item in _client().list_artifacts(run_id, path):
+        found |= _artifacts(run_id, item.path) if item.is_dir else {item.path}
+    return found
 
 
 def _client():
