@@ -24,6 +24,8 @@ def data_fingerprint(data) -> str:
     for arr in (np.ascontiguousarray(data.u, float), np.ascontiguousarray(data.y, float)):
         h.update(arr.tobytes())
     h.update(repr(float(data.dt)).encode())
+    if getattr(data, "q", None) is not None:
+        h.update(np.ascontiguousarray(data.q, float).tobytes())
     return h.hexdigest()
 
 

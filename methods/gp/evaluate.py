@@ -8,7 +8,23 @@ simulated output (forward sensitivities through the RK4 scheme), from the inheri
 Fitness (paper eq. 19): ``1 / (RSS (1 + k_P d))``, ``d`` = number of estimated parameters,
 ``RSS = sum (y_sim - y)^2`` over the fitness part of the record (all of it, or the held-out
 tail with ``test_fraction > 0``). RSS is floored at ``1e-14 * sum (y - mean y)^2`` so that a
-perfect (noise-free) fit keeps a finite fitness.
+perfect (noise-free) fit keeps a finite fitness. With ``prefilter_hz > 0`` (beyond the paper,
+see ``IdentificationSettings``) residuals, Jacobian and RSS are those of the zero-phase
+low-passed output ``F(y_sim) - F(y)`` and the floor uses ``F(y)``. With
+``position_weight = w > 0`` and a measured position ``q`` (beyond the paper), the residual
+also holds the position error ``w (s_y / s_q) (int y_sim dt + q_0 - q)`` (``s`` = root sum of
+squares about the mean, so ``w = 1`` weighs relative position and velocity errors alike) and
+RSS includes it: the open-loop position drift pins the mean force balance (the offset).
+
+Two stages (beyond the paper, ``screen_nfev > 0``): every new structure is screened with
+``n_starts`` starts of at most ``screen_nfev`` residual evaluations; the search refines only
+promising ones (``IndividualSpec.refine``: one start from the screened parameters, at most
+``max_nfev``). With ``screen_nfev = 0`` every identification gets the full budget.
+
+Bounds on the work: ``max_nfev`` residual evaluations per start, ``n_starts`` starts (the
+remaining ones are skipped once a start reaches the floor, ``stop_at_floor``), and the wall
+clock ``time_limit_s`` as a safety net. Deterministic for a given spec and seed unless the
+time limit triggers (``Evaluation.timed_out``).
 
 ``evaluate_batch`` is a pure top-level function of plain data (no closures, no CasADi
 objects): workers compile simulators themselves and cache them per process.
@@ -16,6 +32,7 @@ objects): workers compile simulators themselves and cache them per process.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
@@ -31,11 +48,13 @@ from models.drivetrain.submodels import canonical
 
 @dataclass(frozen=True)
 class RecordingArrays:
-    """Plain arrays of a recording: torque ``u`` [N m] (N,), velocity ``y`` (N,), step ``dt``."""
+    """Plain arrays of a recording: torque ``u`` [N m] (N,), velocity ``y`` (N,), step ``dt``,
+    optional measured position ``q`` (N,) (used only with ``position_weight > 0``)."""
 
     u: np.ndarray
     y: np.ndarray
     dt: float
+    q: np.ndarray | None = None
 
     @property
     def n(self) -> int:
@@ -48,9 +67,11 @@ class IndividualSpec:
 
     structure: tuple[str, ...]
     start: tuple[tuple[str, float], ...]
+    refine: bool = False
 
     def key(self) -> str:
-        return json.dumps([list(self.structure), [[k, repr(v)] for k, v in self.start]])
+        out = [list(self.structure), [[k, repr(v)] for k, v in self.start]]
+        return json.dumps([*out, "refine"] if self.refine else out)
 
 
 @dataclass(frozen=True)
@@ -73,6 +94,7 @@ class Evaluation:
     wall_s: float
     timed_out: bool
     message: str = ""
+    refined: bool = False
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -88,6 +110,20 @@ class _Budget(Exception):
     pass
 
 
+FLOOR = 1e-14  # RSS floor relative to the output's sum of squares about its mean
+
+
+def lowpass(cutoff_hz: float, dt: float):
+    """``F(a)``: zero-phase 4th-order Butterworth low-pass along axis 0, or None if off
+    (``cutoff_hz <= 0`` or at/above the Nyquist frequency ``0.5 / dt``)."""
+    if cutoff_hz <= 0 or cutoff_hz >= 0.5 / dt:
+        return None
+    from scipy.signal import butter, sosfiltfilt
+
+    sos = butter(4, cutoff_hz, fs=1.0 / dt, output="sos")
+    return lambda a: sosfiltfilt(sos, a, axis=0)
+
+
 def spec_seed(spec: IndividualSpec, seed: int) -> int:
     """Seed of the random restarts: a hash of the spec and the search seed, so a result does
     not depend on the order or place (process) of evaluation."""
@@ -100,21 +136,58 @@ def split_index(n: int, test_fraction: float) -> int:
     return n if test_fraction <= 0 else max(2, round(n * (1.0 - test_fraction)))
 
 
+def single_threaded_blas():
+    """Context limiting BLAS/OpenMP pools to one thread (``threadpoolctl`` if installed).
+
+    The least-squares steps factor small dense matrices (an SVD of N x n_p per iteration);
+    with OpenBLAS' default thread pool on a loaded 2-core machine, two worker processes
+    oversubscribe the cores and one SVD of 2001 x 13 took 85 ms instead of ~1 ms; a screening
+    identification of {4,9,10,11} went from 3.3 s to 0.9 s with one thread."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - optional
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1)
+
+
+def integral(a: np.ndarray, dt: float) -> np.ndarray:
+    """Cumulative trapezoid along axis 0, starting at 0 (shape of ``a``)."""
+    out = np.zeros_like(a)
+    out[1:] = np.cumsum(0.5 * (a[1:] + a[:-1]) * dt, axis=0)
+    return out
+
+
 def identify(
     spec: IndividualSpec, data: RecordingArrays, settings: GPSettings, seed: int = 0
 ) -> Evaluation:
-    """Identify the parameters of one individual and compute its fitness."""
+    """Identify the parameters of one individual and compute its fitness (BLAS limited to
+    one thread, see :func:`single_threaded_blas`)."""
+    with single_threaded_blas():
+        return _identify(spec, data, settings, seed)
+
+
+def _identify(
+    spec: IndividualSpec, data: RecordingArrays, settings: GPSettings, seed: int
+) -> Evaluation:
     t0 = time.perf_counter()
     ident = settings.identification
     kit = settings.kit_options()
     n_fit = split_index(data.n, settings.test_fraction)
-    sim = get_simulator(spec.structure, n_fit, data.dt, jit=ident.jit, **kit)
+    jit = {"jit": ident.jit, "jit_opt": ident.jit_opt, "jit_after": ident.jit_after}
+    sim = get_simulator(spec.structure, n_fit, data.dt, **jit, **kit)
     specs = sim.model.specs
     lower = np.array([s.lower for s in specs])
     width = np.array([s.upper - s.lower for s in specs])
     start = sim.model.values({k: v for k, v in spec.start if k in sim.model.param_names})
     u, y, y0 = data.u[:n_fit], data.y[:n_fit], float(data.y[0])
-    scale = float(np.sqrt(np.sum((y - y.mean()) ** 2)) + 1e-300)
+    filt = lowpass(ident.prefilter_hz, data.dt)
+    keep = (lambda a: a) if filt is None else filt
+    yf = keep(y)
+    scale = float(np.sqrt(np.sum((yf - yf.mean()) ** 2)) + 1e-300)
+    use_q = ident.position_weight > 0 and data.q is not None
+    if use_q:  # position residual integral(y_sim) + q[0] - q, weighted to velocity scale
+        q = data.q[:n_fit]
+        wq = ident.position_weight * scale / float(np.sqrt(np.sum((q - q.mean()) ** 2)) + 1e-300)
     counter = {"n": 0}
     best = {"cost": np.inf, "z": np.clip((start - lower) / width, 0, 1)}
 
@@ -127,7 +200,11 @@ def identify(
             raise _Budget
 
     def fun(z: np.ndarray) -> np.ndarray:
-        r = (sim.simulate(lower + width * z, u, y0) - y) / scale
+        ys = sim.simulate(lower + width * z, u, y0)
+        r = keep(ys) - yf
+        if use_q:
+            r = np.concatenate([r, wq * (integral(ys, data.dt) + q[0] - q)])
+        r = r / scale
         r = np.where(np.isfinite(r), r, 1e3)
         check(z, r)
         return r
@@ -135,16 +212,23 @@ def identify(
     def jac(z: np.ndarray) -> np.ndarray:
         _ysim, jp = sim.simulate_with_jacobian(lower + width * z, u, y0)
         counter["n"] += 1
+        jp = np.vstack([keep(jp), wq * integral(jp, data.dt)]) if use_q else keep(jp)
         jz = jp * width / scale
         return np.where(np.isfinite(jz), jz, 0.0)
 
     rng = np.random.default_rng(spec_seed(spec, seed))
-    starts = [best["z"]] + [rng.uniform(0, 1, len(specs)) for _ in range(ident.n_starts - 1)]
+    if spec.refine:  # stage 2: one start from the screened parameters, full budget
+        starts, max_nfev = [best["z"]], ident.max_nfev
+    else:  # stage 1 (screening) or the only stage
+        n_starts, max_nfev = ident.n_starts, ident.screen_nfev or ident.max_nfev
+        starts = [best["z"]] + [rng.uniform(0, 1, len(specs)) for _ in range(n_starts - 1)]
     timed_out, message = False, ""
     for z0 in starts:
+        if ident.stop_at_floor and best["cost"] <= FLOOR:
+            break
         try:
             res = least_squares(fun, z0, jac=jac, bounds=(0.0, 1.0), method="trf",
-                                max_nfev=ident.max_nfev, ftol=ident.ftol, xtol=ident.xtol,
+                                max_nfev=max_nfev, ftol=ident.ftol, xtol=ident.xtol,
                                 gtol=ident.gtol, x_scale=1.0)  # fmt: skip
             message = res.message
         except _Budget:
@@ -153,13 +237,18 @@ def identify(
     p_hat = lower + width * best["z"]
     rss_train = float(best["cost"]) * scale**2
     if n_fit < data.n:  # fitness on the held-out tail, simulated through from the start
-        full = get_simulator(spec.structure, data.n, data.dt, jit=ident.jit, **kit)
-        resid = full.simulate(p_hat, data.u, y0)[n_fit:] - data.y[n_fit:]
+        full = get_simulator(spec.structure, data.n, data.dt, **jit, **kit)
+        y_all = filt(data.y) if filt else data.y
+        y_sim = full.simulate(p_hat, data.u, y0)
+        resid = ((filt(y_sim) if filt and np.all(np.isfinite(y_sim)) else y_sim) - y_all)[n_fit:]
+        if use_q:
+            pos = integral(y_sim, data.dt) + data.q[0] - data.q
+            resid = np.concatenate([resid, wq * pos[n_fit:]])
         rss = float(resid @ resid) if np.all(np.isfinite(resid)) else np.inf
-        y_fit = data.y[n_fit:]
+        y_fit = y_all[n_fit:]
     else:
-        rss, y_fit = rss_train, y
-    floor = 1e-14 * float(np.sum((y_fit - y_fit.mean()) ** 2)) + 1e-300
+        rss, y_fit = rss_train, yf
+    floor = FLOOR * float(np.sum((y_fit - y_fit.mean()) ** 2)) + 1e-300
     d = len(specs)
     fitness = 1.0 / (max(rss, floor) * (1.0 + settings.k_p * d)) if np.isfinite(rss) else 0.0
     kinds = canonical(spec.structure)
@@ -169,7 +258,7 @@ def identify(
         parameters=dict(zip(sim.model.param_names, p_hat.tolist())),
         rss=rss, rss_train=rss_train, fitness=float(fitness), n_params=d,
         nfev=counter["n"], wall_s=time.perf_counter() - t0, timed_out=timed_out,
-        message=str(message),
+        message=str(message), refined=spec.refine or not ident.screen_nfev,
     )  # fmt: skip
 
 

@@ -67,8 +67,8 @@ def grow(nodes: list[Node], at: int, size: int, settings: GPSettings, rng) -> li
 
 
 def random_individual(settings: GPSettings, rng: np.random.Generator) -> Individual:
-    """Random tree of 1..max_nodes nodes with random parameters."""
-    size = int(rng.integers(1, settings.max_nodes + 1))
+    """Random tree of 1..init_max_nodes nodes with random parameters."""
+    size = int(rng.integers(1, settings.init_max_nodes + 1))
     return repair(grow([], -1, size, settings, rng), settings, rng)
 
 
@@ -148,9 +148,45 @@ def mutate(ind: Individual, settings: GPSettings, rng: np.random.Generator) -> I
     return ind
 
 
+def mutate_once(ind: Individual, settings: GPSettings, rng: np.random.Generator) -> Individual:
+    """Apply exactly one mutation, drawn with weights ``p_point : p_insertion : p_deletion :
+    p_chromosome`` (uniform if all are 0); used to make a duplicate structure new."""
+    ops = (point_mutation, insertion_mutation, deletion_mutation, chromosome_mutation)
+    w = np.array([settings.p_point, settings.p_insertion, settings.p_deletion,
+                  settings.p_chromosome])  # fmt: skip
+    w = np.full(4, 1.0) if w.sum() <= 0 else w
+    return ops[int(rng.choice(4, p=w / w.sum()))](ind, settings, rng)
+
+
 def roulette(fitness: np.ndarray, rng: np.random.Generator, size: int) -> np.ndarray:
     """Roulette-wheel selection: indices drawn with probability proportional to fitness
     (uniform if no fitness is positive and finite)."""
     w = np.where(np.isfinite(fitness) & (fitness > 0), fitness, 0.0)
     w = np.full(len(w), 1.0) if w.sum() <= 0 else w
     return rng.choice(len(w), size=size, p=w / w.sum())
+
+
+def rank_weights(fitness: np.ndarray, pressure: float = 2.0) -> np.ndarray:
+    """Linear-rank weights ``2 - s + 2 (s - 1) (r - 1) / (P - 1)`` (``r`` = rank, 1 = worst;
+    ties and non-finite fitness ranked by a stable sort, non-finite/non-positive last)."""
+    f = np.where(np.isfinite(fitness) & (fitness > 0), fitness, -np.inf)
+    n = len(f)
+    if n == 1:
+        return np.ones(1)
+    ranks = np.empty(n)
+    ranks[np.argsort(f, kind="stable")] = np.arange(1, n + 1)
+    return 2.0 - pressure + 2.0 * (pressure - 1.0) * (ranks - 1.0) / (n - 1.0)
+
+
+def select(fitness: np.ndarray, rng: np.random.Generator, size: int, settings: GPSettings):
+    """Parent indices by ``settings.selection``: ``"roulette"`` (paper, raw fitness),
+    ``"rank"`` (linear-rank roulette) or ``"tournament"``."""
+    if settings.selection == "roulette":
+        return roulette(fitness, rng, size)
+    if settings.selection == "rank":
+        w = rank_weights(fitness, settings.selection_pressure)
+        w = np.full(len(w), 1.0) if w.sum() <= 0 else w
+        return rng.choice(len(w), size=size, p=w / w.sum())
+    f = np.where(np.isfinite(fitness), fitness, -np.inf)
+    draws = rng.integers(len(f), size=(size, settings.tournament_size))
+    return np.array([row[int(np.argmax(f[row]))] for row in draws], dtype=int)

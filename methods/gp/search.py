@@ -1,21 +1,32 @@
 """``StructureSearch``: the degenerate GP over drive-train structures (scikit-learn style).
 
-One generation: evaluate (identify + fitness) every individual -> record history ->
-offspring: ``n_elite`` best unchanged (beyond the paper), ``N_clone ~ B(P - n_elite, p_clone)``
-clones and the rest by subtree crossover, parents by roulette wheel; then point / insertion /
-deletion / chromosome mutation of every new individual. Identified parameters are written
-back into the nodes (inheritance: the next identification starts from them).
+One generation: evaluate every individual -> record history -> offspring: ``n_elite`` best
+unchanged (beyond the paper), ``N_clone ~ B(P - n_elite, p_clone)`` clones and the rest by
+subtree crossover, parents by ``settings.selection`` (tournament by default, the paper's raw
+roulette as an option); then point / insertion / deletion / chromosome mutation of every new
+individual. Identified parameters are written back into the nodes (inheritance: the next
+identification of a changed structure starts from them).
+
+Evaluation (beyond the paper, see ``GPSettings``/``IdentificationSettings``; all switchable):
+each structure is identified once per search (``structure_cache``); new structures get a
+cheap screening identification (``screen_nfev``) and the ``refine_top`` fittest of each
+generation a full one; a new individual whose structure is already in the population or was
+identified before is mutated again (``avoid_duplicates``/``avoid_revisits``), so every
+evaluation explores a new structure near its parents. Batches for ``map_batches`` are
+balanced by estimated cost (``balanced_batches``), at most ``ceil(population / batch_size)``.
 
 Determinism: one ``numpy.random.Generator(seed)`` drives every structural decision in a fixed
 order; identification restarts are seeded by a hash of (seed, structure, start values), so
 results do not depend on evaluation order or on the ``map_batches`` backend. A checkpoint is
-written after every generation (JSON: population with parameters, RNG state, history); a new
-search with the same ``checkpoint_dir``, settings, seed and data resumes where it stopped.
+written after every generation (JSON: population with parameters, RNG state, history, the
+evaluated structures); a new search with the same ``checkpoint_dir``, settings, seed and data
+resumes where it stopped and reaches the same result.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -27,7 +38,7 @@ import pandas as pd
 from methods.errors import InputError
 from methods.gp.checkpoint import data_fingerprint, load_checkpoint, save_checkpoint
 from methods.gp.evaluate import Evaluation, IndividualSpec, RecordingArrays, evaluate_batch
-from methods.gp.operators import crossover, mutate, random_individual, roulette
+from methods.gp.operators import crossover, mutate, mutate_once, random_individual, select
 from methods.gp.settings import GPSettings
 from methods.gp.tree import Individual
 from models.drivetrain.kit import assemble
@@ -38,6 +49,19 @@ MapBatches = Callable[[Callable, list], list]
 def serial_map(fn: Callable, batches: list) -> list:
     """The default ``map_batches``: evaluate batches one after another in this process."""
     return [fn(b) for b in batches]
+
+
+def balanced_batches(todo: list[IndividualSpec], n_batches: int) -> list[list[IndividualSpec]]:
+    """Split ``todo`` into at most ``n_batches`` non-empty batches of similar cost (longest
+    processing time first, cost ~ number of parameters squared; deterministic)."""
+    n_batches = max(1, min(n_batches, len(todo)))
+    batches: list[list[IndividualSpec]] = [[] for _ in range(n_batches)]
+    loads = [0.0] * n_batches
+    for spec in sorted(todo, key=lambda sp: (-len(sp.start), sp.key())):
+        i = loads.index(min(loads))
+        batches[i].append(spec)
+        loads[i] += (1 + len(spec.start)) ** 2
+    return batches
 
 
 def as_arrays(recording: Any) -> RecordingArrays:
@@ -54,6 +78,7 @@ def as_arrays(recording: Any) -> RecordingArrays:
         u=frame["torque_Nm"].to_numpy(float).copy(),
         y=frame["velocity_rad_s"].to_numpy(float).copy(),
         dt=float((t[-1] - t[0]) / (t.size - 1)),
+        q=frame["position_rad"].to_numpy(float).copy() if "position_rad" in frame else None,
     )
 
 
@@ -97,22 +122,70 @@ class StructureSearch:
         self.progress = progress
 
     # -- evaluation -------------------------------------------------------------------------
+    def _key(self, spec: IndividualSpec) -> str:
+        return json.dumps(list(spec.structure)) if self.settings.structure_cache else spec.key()
+
     def _evaluate(self, population: Sequence[Individual], data: RecordingArrays) -> list:
         specs = [IndividualSpec(ind.structure, tuple(sorted(ind.parameters.items())))
                  for ind in population]  # fmt: skip
-        todo = sorted({s.key(): s for s in specs if s.key() not in self._cache}.values(),
-                      key=lambda s: (-len(s.start), s.key()))  # fmt: skip
-        if todo:
-            batches = [todo[i :: max(1, -(-len(todo) // self.batch_size))] for i in
-                       range(min(len(todo), max(1, -(-len(todo) // self.batch_size))))]  # fmt: skip
-            fn = functools.partial(evaluate_batch, data=data, settings=self.settings,
-                                   seed=self.seed)  # fmt: skip
-            results = (self.map_batches or serial_map)(fn, batches)
-            for batch, evals in zip(batches, results):
-                for spec, ev in zip(batch, evals):
-                    self._cache[spec.key()] = ev
+        todo = {self._key(sp): sp for sp in reversed(specs) if self._key(sp) not in self._cache}
+        self._run(list(todo.items()), data)
+        n_new = len(todo)
+        if self.settings.identification.screen_nfev and self.settings.refine_top:
+            ranked: dict[str, Evaluation] = {}
+            for sp in specs:
+                ranked.setdefault(self._key(sp), self._cache[self._key(sp)])
+            order = sorted(ranked, key=lambda k: (-ranked[k].fitness, k))
+            top = [k for k in order[: self.settings.refine_top] if not ranked[k].refined]
+            self._run([(k, IndividualSpec(ranked[k].structure,
+                                          tuple(sorted(ranked[k].parameters.items())),
+                                          refine=True)) for k in top], data)  # fmt: skip
+        self._new_in_generation = n_new
+        return [self._cache[self._key(sp)] for sp in specs]
+
+    def _run(self, jobs: list[tuple[str, IndividualSpec]], data: RecordingArrays) -> None:
+        """Identify ``(cache key, spec)`` jobs through ``map_batches``; results into the cache."""
+        if not jobs:
+            return
+        keys = {sp.key(): k for k, sp in jobs}
+        todo = sorted((sp for _, sp in jobs), key=lambda sp: sp.key())
+        batches = balanced_batches(todo, -(-self.settings.population // self.batch_size))
+        fn = functools.partial(evaluate_batch, data=data, settings=self.settings, seed=self.seed)
+        results = (self.map_batches or serial_map)(fn, batches)
+        for batch, evals in zip(batches, results):
+            for spec, ev in zip(batch, evals):
+                self._cache[keys[spec.key()]] = ev
         self.n_evaluations_ += len(todo)
-        return [self._cache[s.key()] for s in specs]
+
+    def _novel(self, ind: Individual, taken: set, rng) -> Individual:
+        """A structure not in ``taken``: ``ind`` itself, else one extra mutation of ``ind``
+        (up to ``novelty_tries`` draws, each from ``ind``: stay close to the parent), else a
+        chain of mutations (up to ``novelty_tries`` more steps)."""
+        if ind.structure not in taken:
+            return ind
+        tries = self.settings.novelty_tries
+        for _ in range(tries):
+            child = mutate_once(ind, self.settings, rng)
+            if child.structure not in taken:
+                return child
+        for _ in range(tries):
+            ind = mutate_once(ind, self.settings, rng)
+            if ind.structure not in taken:
+                break
+        return ind
+
+    def _initial(self, rng) -> list[Individual]:
+        """Random initial trees; with ``avoid_duplicates`` a repeated structure is redrawn
+        (up to ``novelty_tries`` times)."""
+        population: list[Individual] = []
+        for _ in range(self.settings.population):
+            ind = random_individual(self.settings, rng)
+            for _ in range(self.settings.novelty_tries if self.settings.avoid_duplicates else 0):
+                if ind.structure not in {i.structure for i in population}:
+                    break
+                ind = random_individual(self.settings, rng)
+            population.append(ind)
+        return population
 
     def _offspring(self, population: list[Individual], fitness: np.ndarray, rng) -> list:
         s = self.settings
@@ -120,11 +193,19 @@ class StructureSearch:
         elites = [population[i] for i in order[: s.n_elite]]
         n_rest = s.population - s.n_elite
         n_clone = int(rng.binomial(n_rest, s.p_clone))
-        new = [population[i] for i in roulette(fitness, rng, n_clone)]
+        new = [population[i] for i in select(fitness, rng, n_clone, s)]
         for _ in range(n_rest - n_clone):
-            a, b = roulette(fitness, rng, 2)
+            a, b = select(fitness, rng, 2, s)
             new.append(crossover(population[a], population[b], s, rng))
-        return elites + [mutate(ind, s, rng) for ind in new]
+        out = list(elites)
+        seen = {tuple(json.loads(k)) for k in self._cache} if s.structure_cache else set()
+        for ind in new:
+            ind = mutate(ind, s, rng)
+            taken = ({i.structure for i in out} if s.avoid_duplicates else set()) | (
+                seen if s.avoid_revisits else set()
+            )
+            out.append(self._novel(ind, taken, rng) if taken else ind)
+        return out
 
     # -- the search -------------------------------------------------------------------------
     def fit(self, recording: Any) -> StructureSearch:
@@ -138,7 +219,7 @@ class StructureSearch:
         self.resumed_from_ = None
         if state is None:
             rng = np.random.default_rng(self.seed)
-            population = [random_individual(s, rng) for _ in range(s.population)]
+            population = self._initial(rng)
             start, history, pop_rows, best = 0, [], [], None
         else:
             rng = np.random.default_rng()
@@ -149,9 +230,9 @@ class StructureSearch:
                 state["history"],
                 state["population_rows"],
             )
-            best = Evaluation(**{**state["best"], "structure": tuple(state["best"]["structure"]),
-                                 "codes": tuple(state["best"]["codes"])}) if state["best"] else None  # fmt: skip
+            best = _evaluation(state["best"]) if state["best"] else None
             self.resumed_from_ = start
+            self._cache = {k: _evaluation(v) for k, v in state.get("evaluated", {}).items()}
         for g in range(start, s.generations):
             evals = self._evaluate(population, data)
             population = [ind.with_parameters(ev.parameters) for ind, ev in zip(population, evals)]
@@ -162,7 +243,8 @@ class StructureSearch:
             for i, ev in enumerate(evals):
                 pop_rows.append({"generation": g, "index": i, "codes": _codes(ev),
                                  "names": ",".join(ev.structure), "fitness": ev.fitness,
-                                 "rss": ev.rss, "n_params": ev.n_params,
+                                 "rss": ev.rss, "n_params": ev.n_params, "nfev": ev.nfev,
+                                 "wall_s": ev.wall_s, "refined": ev.refined,
                                  "parameters": ev.parameters})  # fmt: skip
             gen_best = evals[i_best]
             history.append({
@@ -170,6 +252,8 @@ class StructureSearch:
                 "best_codes": _codes(gen_best), "best_names": ",".join(gen_best.structure),
                 "overall_best_fitness": best.fitness, "overall_best_codes": _codes(best),
                 "overall_best_names": ",".join(best.structure),
+                "new_structures": self._new_in_generation,
+                "evaluated_structures": len(self._cache),
             })  # fmt: skip
             if g + 1 < s.generations:
                 population = self._offspring(population, fitness, rng)
@@ -178,6 +262,7 @@ class StructureSearch:
                     "fingerprint": fingerprint, "generation": g + 1, "rng": rng.bit_generator.state,
                     "population": [ind.to_dict() for ind in population], "history": history,
                     "population_rows": pop_rows, "best": best.to_dict(),
+                    "evaluated": {k: ev.to_dict() for k, ev in self._cache.items()},
                 })  # fmt: skip
             if self.progress:
                 self.progress(g, s.generations, best)
@@ -207,6 +292,10 @@ class StructureSearch:
                 "fitness": self.best_fitness_, "generations": self.settings.generations,
                 "settings": self.settings.to_dict(), "seed": self.seed,
                 "state_space": self.state_space_}  # fmt: skip
+
+
+def _evaluation(d: dict) -> Evaluation:
+    return Evaluation(**{**d, "structure": tuple(d["structure"]), "codes": tuple(d["codes"])})
 
 
 def _codes(ev: Evaluation) -> str:

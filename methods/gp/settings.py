@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass, field
 from methods.errors import InputError
 from models.drivetrain.submodels import DEFAULT_F_TANH, ParameterSpec, Submodel, parameter_specs
 
+SELECTIONS = ("rank", "roulette", "tournament")
+
 
 @dataclass(frozen=True)
 class IdentificationSettings:
@@ -17,45 +19,117 @@ class IdentificationSettings:
     ``max_nfev``: residual evaluations per start; ``time_limit_s``: wall-clock budget per
     individual (checked between evaluations; the best point so far is kept). The time limit is
     a safety net: if it triggers, results may depend on machine load (``Evaluation.timed_out``).
-    ``jit``: compile simulators to C (cached on disk).
+    ``jit``: compile simulators to C (cached on disk) with optimisation level ``jit_opt`` on the
+    ``jit_after``-th request of a structure in a process (see ``models.drivetrain.jit``: ``-O0``
+    at once is cheapest for structures identified once).
+
+    ``prefilter_hz`` (beyond the paper; 0 = off): prefiltered output error. Residuals
+    ``r = F(y_sim) - F(y)`` with ``F`` a zero-phase 4th-order Butterworth low-pass at
+    ``prefilter_hz`` (forward-backward, ``scipy.signal.sosfiltfilt``), the same ``F`` on the
+    Jacobian columns; RSS and fitness are those of the filtered residual. ``F`` is linear, so a
+    model that reproduces ``y`` exactly still has ``RSS = 0``; white measurement noise of
+    variance ``sigma^2`` contributes ``~ N sigma^2 * 2 f_c / f_s`` instead of ``N sigma^2``.
+    Why: the paper's fitness ``1 / (RSS (1 + k_P d))`` multiplies RSS by ``1 + k_P d``; with
+    noise RSS is ``~N sigma^2`` for every good model, and a model missing a submodel whose
+    effect is a few % of the noise RSS (e.g. Stribeck at 1 % noise) wins by having fewer
+    parameters. Filtering out the noise above the drive's bandwidth keeps the model error
+    visible. A cutoff at or above the Nyquist frequency disables the filter.
+    ``screen_nfev`` (beyond the paper; 0 = off): residual evaluations per start of the cheap
+    first stage that every new structure gets; only promising structures (the search's
+    ``refine_top``) are refined with one start of up to ``max_nfev`` from the screened values.
+    ``position_weight`` (beyond the paper; 0 = off): weight of the position error (the integral
+    of the simulated velocity against a measured ``position_rad``) relative to the velocity
+    error, see ``methods.gp.evaluate``.
+    ``stop_at_floor``: skip the remaining starts once a start reaches the RSS floor (an exact
+    fit; the evaluation module's floor) - saves time on noise-free data only.
     """
 
     n_starts: int = 2
     max_nfev: int = 40
+    screen_nfev: int = 10
+    position_weight: float = 0.0
     time_limit_s: float = 120.0
     ftol: float = 1e-10
     xtol: float = 1e-10
     gtol: float = 1e-10
     jit: bool = True
+    jit_opt: str = "-O0"
+    jit_after: int = 1
+    prefilter_hz: float = 0.0
+    stop_at_floor: bool = True
 
     def __post_init__(self) -> None:
-        if self.n_starts < 1 or self.max_nfev < 1 or not self.time_limit_s > 0:
+        if (
+            self.n_starts < 1
+            or self.max_nfev < 1
+            or self.screen_nfev < 0
+            or not self.time_limit_s > 0
+        ):
             raise InputError("n_starts and max_nfev must be >= 1 and time_limit_s > 0")
+        if self.jit_opt not in ("-O0", "-O1", "-O2") or self.jit_after < 1:
+            raise InputError("jit_opt must be -O0, -O1 or -O2 and jit_after >= 1")
+        if not self.prefilter_hz >= 0 or not self.position_weight >= 0:
+            raise InputError("prefilter_hz and position_weight must be >= 0 (0: off)")
 
 
 @dataclass(frozen=True)
 class GPSettings:
     """Every probability and size of the search.
 
-    Paper values: population 6, generations 20, k_P = 2. ``n_elite`` (beyond the paper: the
-    best individuals pass unchanged; 0 reproduces the paper) and the mutation probabilities
-    (each applied independently to every new individual) are our choices.
+    Paper values: population 6, generations 20, k_P = 2. The paper gives no values for
+    ``p_clone``, the mutation probabilities (each applied independently to every new
+    individual) or the tree sizes; ours (``p_clone`` 0.5, point/insertion/deletion 0.2,
+    chromosome 0.05, ``max_nodes`` 6) keep offspring close to good parents: with
+    ``p_chromosome`` 0.1, ``max_nodes`` 8 and weak selection most new structures were 3-8
+    submodels away from the best one and the search drifted to large, expensive trees.
+    ``n_elite`` (beyond the paper: the best individuals pass unchanged; 0 reproduces the paper).
     ``nominals``/``bounds``: per-recording parameter nominals (bounds follow as 50..200 %) and
     explicit bounds; ``f_tanh`` [s/(unit of velocity)] the fixed friction tanh gain;
     ``allowed``: the function set (restrict it to add prior knowledge).
     ``test_fraction``: identify on the head of the record, fitness RSS on the held-out tail.
+
+    Beyond the paper (each can be switched back to the paper's behaviour):
+
+    - ``selection``: ``"tournament"`` (default): best of ``tournament_size`` (4) uniform
+      draws, i.e. the best of P individuals is a parent with probability ``1 - (1 - 1/P)^4``
+      (34 % for P = 10) whatever the fitness values; ``"rank"``: linear-rank roulette,
+      ``P(i) = w_i / sum w`` with ``w_i = 2 - s + 2 (s - 1) (r_i - 1) / (P - 1)``, ``r_i`` =
+      rank (1 = worst), ``s`` = ``selection_pressure`` in [1, 2]; ``"roulette"``: the paper's
+      roulette on raw fitness (values differ by > 1e3 between structures, so one individual
+      takes over the population). Measured: with rank selection (best drawn 2/P) the search
+      stayed at {2,5,6} for 6 generations without trying {2,5,6,7}.
+    - ``structure_cache``: identify each structure once per search; a structure that reappears
+      gets the evaluation (and identified parameters) of its first identification. The paper
+      re-identifies from inherited parameters, which rarely improves and costs most of the time.
+    - ``avoid_duplicates``: a new individual whose structure is already in the new population
+      is mutated again (up to ``novelty_tries`` times); ``avoid_revisits``: likewise for
+      structures identified in earlier generations. Both spend the evaluations on new
+      structures; elites are exempt.
+    - ``refine_top``: with screening (``identification.screen_nfev > 0``) the ``refine_top``
+      fittest not yet refined structures of each generation get the full identification.
+    - ``init_max_nodes``: size of the random initial trees (uniform in 1..init_max_nodes);
+      ``max_nodes`` bounds the growth by operators.
     """
 
     population: int = 6
     generations: int = 20
-    p_clone: float = 0.2
+    p_clone: float = 0.5
     p_point: float = 0.2
     p_insertion: float = 0.2
     p_deletion: float = 0.2
-    p_chromosome: float = 0.1
+    p_chromosome: float = 0.05
     k_p: float = 2.0
     n_elite: int = 1
-    max_nodes: int = 8
+    max_nodes: int = 6
+    init_max_nodes: int = 5
+    selection: str = "tournament"
+    selection_pressure: float = 2.0
+    tournament_size: int = 4
+    structure_cache: bool = True
+    avoid_duplicates: bool = True
+    avoid_revisits: bool = True
+    novelty_tries: int = 10
+    refine_top: int = 2
     test_fraction: float = 0.0
     f_tanh: float = DEFAULT_F_TANH
     nominals: tuple[tuple[str, float], ...] = ()
@@ -76,6 +150,14 @@ class GPSettings:
             raise InputError(f"test_fraction must be in [0, 0.9), got {self.test_fraction!r}")
         if self.max_nodes < 1 or self.k_p < 0:
             raise InputError("max_nodes must be >= 1 and k_p >= 0")
+        if not 1 <= self.init_max_nodes <= self.max_nodes:
+            raise InputError("init_max_nodes must be in [1, max_nodes]")
+        if self.selection not in SELECTIONS:
+            raise InputError(f"selection must be one of {SELECTIONS}, got {self.selection!r}")
+        if not 1.0 <= self.selection_pressure <= 2.0 or self.tournament_size < 1:
+            raise InputError("selection_pressure must be in [1, 2] and tournament_size >= 1")
+        if self.novelty_tries < 0 or self.refine_top < 0:
+            raise InputError("novelty_tries and refine_top must be >= 0")
         kinds = [Submodel.parse(k) for k in self.allowed]
         if not any(k.n_masses for k in kinds):
             raise InputError("the allowed function set needs at least one multi-mass type")

@@ -2,10 +2,19 @@
 
 The cache key is a SHA-256 of the generated C source, so a structure is compiled once per
 machine (all worker processes and later searches reuse the shared library). Directory:
-``$GREYLAB_JIT_CACHE`` or ``~/.cache/greylab/jit``. Compiler: ``$CC`` or ``cc``, ``-O1``.
-Strategy (``models.drivetrain.simulate.get_simulator``): the first request of a structure in a
-process uses a cached library if there is one, else the interpreted function; the second
-request compiles. Structures that survive in the GP are compiled, one-offs are not.
+``$GREYLAB_JIT_CACHE`` or ``~/.cache/greylab/jit``. Compiler: ``$CC`` or ``cc``.
+
+Optimisation level (``opt``, default ``-O0``): measured on the reference record (2001 samples,
+this 2-core machine), compile time and cost of one simulation with sensitivities:
+
+    structure             n_p   -O0 compile / jac     -O1 compile / jac    interpreted jac
+    {2,5,6,7}               8   0.45 s / 9 ms         0.76 s / 7 ms        47..60 ms
+    {2,5,6,7,9}             9   0.92 s / 25 ms        2.15 s / 11 ms       134 ms
+    {4,5,6,7,8,9,10,11}    18   2.4 s / 83 ms         7.0 s / 28 ms        0.4 s
+
+A GP identification needs ~20-60 Jacobians, so for a structure identified once (the search
+caches evaluations per structure) ``-O0`` is the cheapest way (compile + run) in every case;
+``-O1`` pays off only for long reuse (e.g. a warm disk cache across many searches).
 If compilation fails the interpreted function is returned (slower, same numbers).
 """
 
@@ -19,7 +28,8 @@ from pathlib import Path
 
 import casadi as ca
 
-FLAGS = ("-O1", "-shared", "-fPIC")
+FLAGS = ("-shared", "-fPIC")
+OPT_LEVELS = ("-O0", "-O1", "-O2")
 
 
 def cache_dir() -> Path:
@@ -29,30 +39,44 @@ def cache_dir() -> Path:
     return path
 
 
-def compiled(fun: ca.Function, *, build: bool = True) -> ca.Function:
+def compiled(fun: ca.Function, *, build: bool = True, opt: str = "-O0") -> ca.Function:
     """The same function as a loaded shared library (``ca.external``). With ``build=False``
-    only an already cached library is used (otherwise ``fun`` itself is returned)."""
+    only an already cached library is used (otherwise ``fun`` itself is returned).
+    ``opt``: one of :data:`OPT_LEVELS`."""
+    return compiled_many([fun], build=build, opt=opt)[0]
+
+
+def compiled_many(
+    funs: list[ca.Function], *, build: bool = True, opt: str = "-O0"
+) -> list[ca.Function]:
+    """Several functions in one C file and one shared library (one compiler call); the
+    functions themselves are returned if the library is missing and ``build=False`` or if the
+    compiler fails."""
+    if opt not in OPT_LEVELS:
+        raise ValueError(f"opt must be one of {OPT_LEVELS}, got {opt!r}")
+    flags = (opt, *FLAGS)
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "f.c"
         gen = ca.CodeGenerator("f.c")
-        gen.add(fun)
+        for fun in funs:
+            gen.add(fun)
         gen.generate(tmp + os.sep)
         code = src.read_text()
-    digest = hashlib.sha256((code + " ".join(FLAGS)).encode()).hexdigest()[:24]
-    lib = cache_dir() / f"{fun.name()}_{digest}.so"
+    digest = hashlib.sha256((code + " ".join(flags)).encode()).hexdigest()[:24]
+    lib = cache_dir() / f"{funs[0].name()}_{digest}.so"
     if not lib.exists() and not build:
-        return fun
+        return list(funs)
     if not lib.exists():
         work = cache_dir() / f"{digest}.{os.getpid()}.c"
         work.write_text(code)
         tmp_lib = lib.with_suffix(f".{os.getpid()}.tmp")
         cc = os.environ.get("CC", "cc")
         try:
-            subprocess.run([cc, *FLAGS, str(work), "-o", str(tmp_lib), "-lm"], check=True,
+            subprocess.run([cc, *flags, str(work), "-o", str(tmp_lib), "-lm"], check=True,
                            capture_output=True, timeout=300)  # fmt: skip
             os.replace(tmp_lib, lib)  # atomic: concurrent workers never load half a file
         except (OSError, subprocess.SubprocessError):
-            return fun
+            return list(funs)
         finally:
             work.unlink(missing_ok=True)
-    return ca.external(fun.name(), str(lib))
+    return [ca.external(fun.name(), str(lib)) for fun in funs]

@@ -117,13 +117,15 @@ def compile_simulator(
     min_substeps: int = 1,
     jit: bool = False,
     build: bool = True,
+    opt: str = "-O0",
 ) -> CompiledSimulator:
     """Build the CasADi functions for ``model`` on a grid of ``n_samples`` steps ``dt`` [s].
 
     Sensitivities are exact for the discrete scheme: the step propagates ``S = dx/dp`` with
     ``S+ = (dx+/dx) S + dx+/dp`` (forward sensitivities, SX), rolled out by ``mapaccum``.
     ``jit=True`` compiles the step to C with the system compiler (cached on disk by a hash of
-    the generated code, see :mod:`models.drivetrain.jit`), about 10x faster per call.
+    the generated code, see :mod:`models.drivetrain.jit`), 5-10x faster per call; ``opt`` is
+    the compiler's optimisation level.
     """
     if n_samples < 2:
         raise InputError(f"a record needs at least 2 samples, got {n_samples}")
@@ -145,11 +147,11 @@ def compile_simulator(
                       [ca.vertcat(xk, ca.vec(sens_next))])  # fmt: skip
     native = False
     if jit:
-        from models.drivetrain.jit import compiled
+        from models.drivetrain.jit import compiled_many
 
-        native_aug = compiled(aug, build=build)
+        native_step, native_aug = compiled_many([step, aug], build=build, opt=opt)
         native = native_aug is not aug
-        step, aug = compiled(step, build=build), native_aug
+        step, aug = native_step, native_aug
 
     P = ca.MX.sym("p", n_p)
     U = ca.MX.sym("u", n_samples)
@@ -201,22 +203,26 @@ def get_simulator(
     bounds: Mapping[str, tuple[float, float]] | None = None,
     min_substeps: int = 1,
     jit: bool = False,
+    jit_opt: str = "-O0",
+    jit_after: int = 1,
 ) -> CompiledSimulator:
     """Compiled simulator from a per-process cache (key: structure, grid, specs, f_tanh).
 
-    ``jit=True``: native code from the disk cache if present; otherwise interpreted on the
-    first request and compiled on the second (see :mod:`models.drivetrain.jit`)."""
+    ``jit=True``: native code from the disk cache if present; otherwise the ``jit_after``-th
+    request of the structure in this process compiles it (``1``: at once, the default, right
+    for a search that identifies each structure once; ``2``: one-offs stay interpreted) with
+    the optimisation level ``jit_opt`` (see :mod:`models.drivetrain.jit`)."""
     kinds = canonical(structure)
     key = (tuple(k.value for k in kinds), int(n_samples), float(dt), float(f_tanh),
-           _freeze(nominals), _freeze(bounds), int(min_substeps), bool(jit))  # fmt: skip
+           _freeze(nominals), _freeze(bounds), int(min_substeps), bool(jit), jit_opt)  # fmt: skip
     sim = _CACHE.get(key)
     requests = _REQUESTS[key] = _REQUESTS.get(key, 0) + 1
-    if sim is None or (jit and not sim.native and requests == 2):
+    if sim is None or (jit and not sim.native and requests == max(2, jit_after)):
         model = (
             sim.model if sim else assemble(kinds, f_tanh=f_tanh, nominals=nominals, bounds=bounds)
         )
         sim = compile_simulator(model, n_samples, dt, min_substeps=min_substeps, jit=jit,
-                                build=requests >= 2)  # fmt: skip
+                                build=requests >= jit_after, opt=jit_opt)  # fmt: skip
         if len(_CACHE) >= _CACHE_LIMIT:
             _CACHE.pop(next(iter(_CACHE)))
         _CACHE[key] = sim

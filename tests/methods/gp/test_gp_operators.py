@@ -12,15 +12,19 @@ from methods.gp.operators import (
     deletion_mutation,
     insertion_mutation,
     mutate,
+    mutate_once,
     point_mutation,
     random_individual,
+    rank_weights,
     roulette,
+    select,
 )
 from methods.gp.settings import GPSettings
 from methods.gp.tree import Individual
 
 SETTINGS = GPSettings(p_point=0.5, p_insertion=0.5, p_deletion=0.5, p_chromosome=0.5)
-OPERATORS = [point_mutation, insertion_mutation, deletion_mutation, chromosome_mutation, mutate]
+OPERATORS = [point_mutation, insertion_mutation, deletion_mutation, chromosome_mutation, mutate,
+             mutate_once]  # fmt: skip
 
 
 def _check(ind: Individual) -> None:
@@ -68,3 +72,32 @@ def test_roulette_is_proportional_to_fitness():
 def test_individual_round_trips_through_dict():
     ind = random_individual(SETTINGS, np.random.default_rng(5))
     assert Individual.from_dict(ind.to_dict()) == ind
+
+
+def test_rank_weights_are_linear_in_rank_and_ignore_the_scale_of_fitness():
+    # fitness spanning 1e8 (one exact fit among poor ones) gets the same weights as 1, 2, 3
+    w = rank_weights(np.array([1e-3, 1e8, 2e-3, np.nan]), pressure=2.0)
+    np.testing.assert_allclose(w, [2 / 3, 2.0, 4 / 3, 0.0])
+    assert rank_weights(np.array([5.0, 1.0]), 1.0).tolist() == [1.0, 1.0]  # no pressure
+
+
+def test_selection_schemes_prefer_the_fittest_but_not_exclusively():
+    rng = np.random.default_rng(0)
+    fitness = np.array([1e-3, 1e8, 2e-3, 3e-3])
+    share = {}
+    for scheme in ("roulette", "rank", "tournament"):
+        s = GPSettings(selection=scheme, tournament_size=2)
+        share[scheme] = np.mean(select(fitness, rng, 4000, s) == 1)
+    assert share["roulette"] > 0.999  # raw fitness: the exact fit takes over
+    # rank (pressure 2): 2 / 4 = 0.5; tournament of 2: 1 - (3/4)^2 = 0.4375; 4000 draws give a
+    # binomial std below 0.008, so 0.03 is ~4 sigma
+    assert abs(share["rank"] - 0.5) < 0.03 and abs(share["tournament"] - 0.4375) < 0.03
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_mutate_once_changes_at_most_one_step(seed):
+    rng = np.random.default_rng(seed)
+    ind = random_individual(SETTINGS, rng)
+    child = mutate_once(ind, SETTINGS, rng)
+    _check(child)

@@ -101,3 +101,51 @@ def test_train_test_split_uses_the_tail_for_fitness(recording):
     spec = IndividualSpec(("one_mass", "viscous"), (("J1", 0.01), ("f_v", 0.01)))
     ev = identify(spec, data, GPSettings(test_fraction=0.3, **SMALL))
     assert np.isfinite(ev.rss) and ev.rss != ev.rss_train
+
+
+def test_each_structure_is_identified_once_and_populations_have_no_duplicates(recording):
+    # 16 valid structures in the small function set: 4 x 3 leaves room for novelty
+    search = StructureSearch(population=4, generations=3, seed=3, **SMALL).fit(recording)
+    pop = search.population_history_
+    n_structures = pop["codes"].nunique()
+    # screening once per structure plus at most refine_top refinements per generation
+    assert n_structures <= search.n_evaluations_ <= n_structures + 2 * 3
+    per_generation = pop.groupby("generation")["codes"].agg(lambda c: c.duplicated().sum())
+    assert per_generation.sum() == 0  # avoid_duplicates
+    assert search.history_["evaluated_structures"].iloc[-1] == n_structures
+
+
+def test_paper_mode_still_runs(recording):
+    paper = dict(selection="roulette", structure_cache=False, avoid_duplicates=False,
+                 avoid_revisits=False, n_elite=0)  # fmt: skip
+    search = StructureSearch(population=4, generations=2, seed=0, **paper, **SMALL)
+    assert search.fit(recording).best_fitness_ > 0
+
+
+def test_prefilter_keeps_an_exact_fit_exact_and_suppresses_noise():
+    clean = reference_recording(["one_mass", "viscous", "coulomb"], duration=0.6)
+    noisy = reference_recording(["one_mass", "viscous", "coulomb"], duration=0.6, noise=0.05)
+    spec = IndividualSpec(("one_mass", "coulomb", "viscous"),
+                          (("J1", 0.01), ("M_C", 0.2), ("f_v", 0.01)))  # fmt: skip
+    ident = IdentificationSettings(n_starts=1, max_nfev=15, jit=False, prefilter_hz=25.0)
+    raw = dict(SMALL, identification=IdentificationSettings(n_starts=1, max_nfev=15, jit=False))
+    settings = GPSettings(**{**SMALL, "identification": ident})
+    exact = identify(spec, as_arrays(clean), settings)
+    assert exact.rss < 1e-12 * np.sum(as_arrays(clean).y ** 2)
+    # white noise of variance s^2: RSS ~ N s^2 raw, ~ N s^2 * 2 * 25 Hz / 1 kHz filtered
+    n, s2 = len(noisy), 0.05**2
+    assert identify(spec, as_arrays(noisy), GPSettings(**raw)).rss == pytest.approx(n * s2, rel=0.2)
+    assert identify(spec, as_arrays(noisy), settings).rss < 0.1 * n * s2
+
+
+def test_position_weight_adds_the_integrated_velocity_error():
+    rec = reference_recording(["one_mass", "viscous"], duration=0.6)
+    data = as_arrays(rec)
+    assert data.q is not None and data.q.shape == data.y.shape
+    spec = IndividualSpec(("one_mass", "viscous"), (("J1", 0.012), ("f_v", 0.01)))
+    frozen = IdentificationSettings(n_starts=1, max_nfev=1, jit=False, screen_nfev=0)
+    with_q = IdentificationSettings(n_starts=1, max_nfev=1, jit=False, screen_nfev=0,
+                                    position_weight=1.0)  # fmt: skip
+    a = identify(spec, data, GPSettings(**{**SMALL, "identification": frozen}))
+    b = identify(spec, data, GPSettings(**{**SMALL, "identification": with_q}))
+    assert b.rss > a.rss  # a wrong inertia also drifts in position
