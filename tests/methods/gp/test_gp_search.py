@@ -149,3 +149,13 @@ def test_position_weight_adds_the_integrated_velocity_error():
     a = identify(spec, data, GPSettings(**{**SMALL, "identification": frozen}))
     b = identify(spec, data, GPSettings(**{**SMALL, "identification": with_q}))
     assert b.rss > a.rss  # a wrong inertia also drifts in position
+
+
+@pytest.mark.slow
+def test_reference_structure_is_found_for_three_seeds():
+    # the rates benchmark's setting (population 10 x 10 generations, default operators);
+    # benchmarks/drive_search.py rates runs 10 seeds, with and without 1 % velocity noise
+    rec = reference_recording()
+    found = [StructureSearch(population=10, generations=10, seed=seed).fit(rec).best_structure_
+             for seed in range(3)]  # fmt: skip
+    assert found == [["two_mass", "coulomb", "viscous", "stribeck"]] * 3
