@@ -65,13 +65,8 @@ def _noise_sigma(study: DriveSearch) -> float:
 def drive_structure_search(study: DriveSearch | None = None) -> dict[str, Any]:
     study = study or DriveSearch()
     recorder = DriveRecorder(study.experiment)
-    run_id = recorder.open(study.model_dump(mode="json"))
-    try:
+    with recorder.session(study.model_dump(mode="json")) as run_id:
         result = _run(study, recorder)
-    except BaseException:
-        recorder.close(failed=True)
-        raise
-    recorder.close()
     return {**result, "run_id": run_id, "tracking": recorder.tracker.ui_hint()}
 
 

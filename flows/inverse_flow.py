@@ -74,14 +74,10 @@ def inverse_simulation(study: InverseStudy | None = None) -> dict[str, Any]:
     study = study or InverseStudy()
     inverse_tasks.check_study(study.systems, study.overrides, study.demand, study.t_end)
     recorder = InverseRecorder(study.experiment)
-    parent = recorder.open(study.model_dump(mode="json"))
-    try:
+    with recorder.session(study.model_dump(mode="json")) as parent:
         result = _run(study, recorder)
-    except BaseException:
-        recorder.close(failed=True)
-        raise
-    failed = [r for r in result["runs"] if r["status"] == "failed"]
-    recorder.close(failed=bool(failed))
+        failed = [r for r in result["runs"] if r["status"] == "failed"]
+        recorder.failed = bool(failed)
     result |= {"parent_run_id": parent, "tracking": recorder.tracker.ui_hint()}
     if failed and study.raise_on_failure:
         raise _failure(failed, parent)

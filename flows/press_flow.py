@@ -13,6 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flows.progress import Progress
 from flows.runners import RunnerKind, run_flow
+from methods.press.design import Criterion
+from methods.press.hypothesis import Correction, Statistic
+from methods.press.splits import SplitKind
 from tasks import press as press_tasks
 from tasks.press_records import PressRecorder
 
@@ -21,29 +24,6 @@ class Truth(StrEnum):
     M1 = "M1"
     M2 = "M2"
     M3 = "M3"
-
-
-class Criterion(StrEnum):
-    A = "A"
-    D = "D"
-    E = "E"
-
-
-class SplitKind(StrEnum):
-    random = "random"
-    series = "series"
-    magnitude = "magnitude"
-    phase = "phase"
-
-
-class Statistic(StrEnum):
-    difference = "difference"
-    paper = "paper"
-
-
-class Correction(StrEnum):
-    bonferroni = "bonferroni"
-    holm = "holm"
 
 
 class PressStudy(BaseModel):
@@ -67,10 +47,10 @@ class PressStudy(BaseModel):
     criterion: Criterion = Criterion.E
     n_tests: int = Field(50, ge=1, le=100_000)
     tol: float = Field(0.05, gt=0, lt=1)
-    split: SplitKind = SplitKind.random
+    split: SplitKind = SplitKind.RANDOM
     calibration_fraction: float = Field(0.5, gt=0, lt=1)
-    statistic: Statistic = Statistic.difference
-    correction: Correction = Correction.bonferroni
+    statistic: Statistic = Statistic.DIFFERENCE
+    correction: Correction = Correction.BONFERRONI
     seed: int = 0
     batch_size: int = Field(25, ge=1, description="Splits per Prefect task")
     experiment: str = "press-uncertainty"
@@ -80,13 +60,8 @@ class PressStudy(BaseModel):
 def press_uncertainty(study: PressStudy | None = None) -> dict[str, Any]:
     study = study or PressStudy()
     recorder = PressRecorder(study.experiment)
-    parent = recorder.open(study.model_dump(mode="json"))
-    try:
+    with recorder.session(study.model_dump(mode="json")) as parent:
         result = _run(study, recorder)
-    except BaseException:
-        recorder.close(failed=True)
-        raise
-    recorder.close()
     return {**result, "parent_run_id": parent, "tracking": recorder.tracker.ui_hint()}
 
 

@@ -14,42 +14,24 @@ from typing import Any
 
 import pandas as pd
 
-from tasks.tracking import Tracker
+from tasks.tracking import StudyRecorder
 
 
-class DriveRecorder:
-    def __init__(self, experiment: str, tracker: Tracker | None = None) -> None:
-        self.experiment = experiment
-        self.tracker = tracker or Tracker()
-        self.run: str | None = None
-
-    def open(self, params: dict[str, Any]) -> str:
-        self.tracker.ensure_store()
-        self.run = self.tracker.start_run(self.experiment, "drive-search", study="drive")
-        self.tracker.log_params(self.run, {k: v for k, v in params.items() if v is not None})
-        return self.run
-
-    @property
-    def _run(self) -> str:
-        if self.run is None:
-            raise RuntimeError("DriveRecorder.open() must be called first")
-        return self.run
-
-    def close(self, *, failed: bool = False) -> None:
-        if self.run:
-            self.tracker.end_run(self.run, failed=failed)
+class DriveRecorder(StudyRecorder):
+    study = "drive"
+    run_name = "drive-search"
 
     def lineage(self, path: str, source: str) -> None:
-        self.tracker.log_dataset(self._run, path, description=source, name="drive")
+        self.tracker.log_dataset(self.run_id, path, description=source, name="drive")
 
     def generation(self, g: int, best: Any) -> None:
         metrics = {"best_fitness": float(best.fitness), "best_rss": float(best.rss)}
-        self.tracker.log_metrics(self._run, metrics, step=g)
+        self.tracker.log_metrics(self.run_id, metrics, step=g)
 
     def result(self, search: Any, recording: pd.DataFrame) -> None:
         from models.drivetrain import plots, simulate
 
-        t, run = self.tracker, self._run
+        t, run = self.tracker, self.run_id
         structure = ",".join(search.best_structure_)
         t.log_params(run, {"best_structure": structure,
                            "best_codes": ",".join(map(str, search.best_codes_))})  # fmt: skip

@@ -37,7 +37,7 @@ from typing import Any
 import pandas as pd
 
 from tasks.inverse import InverseOutcome
-from tasks.tracking import Tracker
+from tasks.tracking import StudyRecorder
 
 STUDY = "inverse"
 _RESERVED = {"system", "method", "dt", "t_end", "demand", "overrides"}
@@ -47,36 +47,21 @@ def _demand_param(demand: dict | None) -> str:
     return "default" if demand is None else json.dumps(demand, sort_keys=True)
 
 
-class InverseRecorder:
-    def __init__(self, experiment: str, tracker: Tracker | None = None) -> None:
-        self.experiment = experiment
-        self.tracker = tracker or Tracker()
-        self.parent: str | None = None
+class InverseRecorder(StudyRecorder):
+    study = STUDY
+    run_name = "inverse-study"
 
-    def open(self, settings: dict[str, Any]) -> str:
-        self.tracker.ensure_store()
-        self.parent = self.tracker.start_run(self.experiment, "inverse-study", study=STUDY)
+    def log_settings(self, settings: dict[str, Any]) -> None:
         params = {k: v for k, v in settings.items() if v is not None and k != "demand"}
         params["demand"] = _demand_param(settings.get("demand"))
-        self.tracker.log_params(self.parent, params)
-        self.tracker.log_json(self.parent, settings, "study.json")
-        return self.parent
-
-    def close(self, *, failed: bool = False) -> None:
-        if self.parent:
-            self.tracker.end_run(self.parent, failed=failed)
-
-    @property
-    def _run(self) -> str:
-        if self.parent is None:
-            raise RuntimeError("InverseRecorder.open() must be called first")
-        return self.parent
+        self.tracker.log_params(self.run_id, params)
+        self.tracker.log_json(self.run_id, settings, "study.json")
 
     def child(self, outcome: InverseOutcome, *, demand: dict | None, t_end: float | None) -> str:
         """One child run for one simulation (see the module docstring for its content)."""
         t = self.tracker
         name = f"{outcome.system}-{outcome.method}-dt{outcome.dt:g}"
-        run = t.start_run(self.experiment, name, study=STUDY, parent_run_id=self._run)
+        run = t.start_run(self.experiment, name, study=STUDY, parent_run_id=self.run_id)
         result = outcome.result
         horizon = float(result.table["t_s"].iloc[-1]) if result is not None else t_end
         params: dict[str, Any] = {
@@ -139,7 +124,7 @@ class InverseRecorder:
     def summary(self, rows: list[dict[str, Any]]) -> None:
         """Parent: one summary row per child and the worst headline numbers."""
         frame = pd.DataFrame(rows)
-        self.tracker.log_table(self._run, frame, "summary.csv")
+        self.tracker.log_table(self.run_id, frame, "summary.csv")
         ok = frame[frame["status"] == "ok"] if "status" in frame else frame.iloc[:0]
         metrics = {
             "n_simulations": float(len(frame)),
@@ -148,7 +133,7 @@ class InverseRecorder:
         for key in ("max_constraint_violation", "tracking_error"):
             if key in ok and ok[key].notna().any():
                 metrics[key] = float(ok[key].max())
-        self.tracker.log_metrics(self._run, metrics)
+        self.tracker.log_metrics(self.run_id, metrics)
 
 
 def _figures(result: Any, info: dict[str, Any]) -> list[tuple[str, Any]]:

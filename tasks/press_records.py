@@ -15,51 +15,36 @@ import pandas as pd
 
 from methods.press.plots import design_figure, ellipsoid_figure, hysteresis_figure
 from models.registry import resolve_model
-from tasks.tracking import Tracker
+from tasks.tracking import StudyRecorder, Tracker
 
 
-class PressRecorder:
+class PressRecorder(StudyRecorder):
+    study = "press"
+    run_name = "press-study"
+
     def __init__(self, experiment: str, tracker: Tracker | None = None) -> None:
-        self.experiment = experiment
-        self.tracker = tracker or Tracker()
-        self.parent: str | None = None
+        super().__init__(experiment, tracker)
         self.shared_tags: dict[str, str] = {}  # copied onto every child run
         self.design_code = ""
 
-    def open(self, params: dict[str, Any]) -> str:
-        self.tracker.ensure_store()
-        self.parent = self.tracker.start_run(self.experiment, "press-study", study="press")
-        self.tracker.log_params(self.parent, {k: v for k, v in params.items() if v is not None})
-        return self.parent
-
-    def close(self, *, failed: bool = False) -> None:
-        if self.parent:
-            self.tracker.end_run(self.parent, failed=failed)
-
-    @property
-    def _run(self) -> str:
-        if self.parent is None:
-            raise RuntimeError("PressRecorder.open() must be called first")
-        return self.parent
-
     def lineage(self, path: str, source: str) -> None:
-        digest = self.tracker.log_dataset(self._run, path, description=source, name="press")
+        digest = self.tracker.log_dataset(self.run_id, path, description=source, name="press")
         self.shared_tags = {"greylab.data_hash": digest, "greylab.data_source": source}
 
     def normality(self, report: Any) -> None:
-        self.tracker.log_json(self._run, report.to_dict(), "normality.json")
+        self.tracker.log_json(self.run_id, report.to_dict(), "normality.json")
         rows = report.table
         self.tracker.log_metrics(
-            self._run,
+            self.run_id,
             {f"normality.p.{r.sensor}": float(r.p_value) for r in rows.itertuples()},
         )
 
     def design(self, design: Any) -> None:
-        self.tracker.log_json(self._run, design.to_dict(), "design.json")
-        self.tracker.log_table(self._run, design.table, "design.csv")
+        self.tracker.log_json(self.run_id, design.to_dict(), "design.json")
+        self.tracker.log_table(self.run_id, design.table, "design.csv")
         self.design_code = str(design.best["code"])
-        self.tracker.log_params(self._run, {"design": self.design_code})
-        self.tracker.log_figure(self._run, design_figure(design), "figures/design.png")
+        self.tracker.log_params(self.run_id, {"design": self.design_code})
+        self.tracker.log_figure(self.run_id, design_figure(design), "figures/design.png")
 
     def model_run(
         self,
@@ -75,7 +60,7 @@ class PressRecorder:
             self.experiment,
             f"model-{model}",
             study="press",
-            parent_run_id=self._run,
+            parent_run_id=self.run_id,
             tags=self.shared_tags,
         )
         t.log_params(
@@ -123,5 +108,5 @@ class PressRecorder:
         frame = pd.DataFrame(
             [{k: v for k, v in row.items() if not isinstance(v, dict)} for row in verdicts]
         )
-        self.tracker.log_table(self._run, frame, "verdicts.csv")
-        self.tracker.log_metrics(self._run, {"n_models_rejected": float(frame["rejected"].sum())})
+        self.tracker.log_table(self.run_id, frame, "verdicts.csv")
+        self.tracker.log_metrics(self.run_id, {"n_models_rejected": float(frame["rejected"].sum())})

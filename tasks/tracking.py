@@ -13,6 +13,7 @@ params are plain setting names (`model`, `split`, `tol`, ...), metrics `param.<n
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -21,7 +22,7 @@ import subprocess
 import tempfile
 import time
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -201,3 +202,42 @@ class Tracker:
         if uri.startswith(("sqlite:", "file:")):
             return f"mlflow ui --backend-store-uri {uri} --port 5000  (then http://127.0.0.1:5000)"
         return f"open {uri} in a browser"
+
+
+class StudyRecorder:
+    """The parent run of one study invocation.
+
+    Subclasses name the study and the run and add what their study records. Use
+    `with recorder.session(settings) as run_id:` in a flow: the run opens with the settings as
+    params and ends FINISHED, or FAILED when the block raises or `recorder.failed` was set.
+    """
+
+    study = ""
+    run_name = ""
+
+    def __init__(self, experiment: str, tracker: Tracker | None = None) -> None:
+        self.experiment = experiment
+        self.tracker = tracker or Tracker()
+        self.parent: str | None = None
+        self.failed = False
+
+    @property
+    def run_id(self) -> str:
+        if self.parent is None:
+            raise RuntimeError(f"{type(self).__name__}: the run is not open (use session())")
+        return self.parent
+
+    def log_settings(self, settings: dict[str, Any]) -> None:
+        self.tracker.log_params(self.run_id, {k: v for k, v in settings.items() if v is not None})
+
+    @contextlib.contextmanager
+    def session(self, settings: dict[str, Any]) -> Iterator[str]:
+        self.tracker.ensure_store()
+        self.parent = self.tracker.start_run(self.experiment, self.run_name, study=self.study)
+        try:
+            self.log_settings(settings)
+            yield self.parent
+        except BaseException:
+            self.tracker.end_run(self.parent, failed=True)
+            raise
+        self.tracker.end_run(self.parent, failed=self.failed)

@@ -13,14 +13,6 @@ import pytest
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    monkeypatch.setenv("GREYLAB_HOME", str(home))
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{home / 'mlflow.db'}")
-    return home
-
-
 def _runs(experiment: str) -> tuple[object, list]:
     from mlflow import MlflowClient
 

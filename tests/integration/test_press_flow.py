@@ -16,15 +16,6 @@ from tests.integration.services import prefect_server, stop
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    monkeypatch.setenv("GREYLAB_HOME", str(home))
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{home / 'mlflow.db'}")
-    monkeypatch.delenv("GREYLAB_DASK_ADDRESS", raising=False)
-    return home
-
-
 def _runs(tracking_uri: str, experiment: str) -> list:
     from mlflow import MlflowClient
 
