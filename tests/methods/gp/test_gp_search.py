@@ -29,7 +29,8 @@ def test_identify_recovers_truth_from_a_perturbed_start(recording):
     data = as_arrays(recording)
     spec = IndividualSpec(("one_mass", "coulomb", "viscous"),
                           (("J1", 0.015), ("M_C", 0.12), ("f_v", 0.017)))  # fmt: skip
-    ev = identify(spec, data, GPSettings(**SMALL))
+    full = IdentificationSettings(n_starts=1, max_nfev=15, jit=False, screen_nfev=0, prefilter_hz=0)
+    ev = identify(spec, data, GPSettings(**{**SMALL, "identification": full}))
     # noise-free data and the true structure: the fit is exact up to solver tolerance
     assert ev.parameters == pytest.approx({"J1": 0.01, "M_C": 0.2, "f_v": 0.01}, rel=1e-4)
     # fitness = 1 / (RSS (1 + 2 d)), RSS floored at 1e-14 of the output's sum of squares
@@ -128,7 +129,8 @@ def test_prefilter_keeps_an_exact_fit_exact_and_suppresses_noise():
     spec = IndividualSpec(("one_mass", "coulomb", "viscous"),
                           (("J1", 0.01), ("M_C", 0.2), ("f_v", 0.01)))  # fmt: skip
     ident = IdentificationSettings(n_starts=1, max_nfev=15, jit=False, prefilter_hz=25.0)
-    raw = dict(SMALL, identification=IdentificationSettings(n_starts=1, max_nfev=15, jit=False))
+    off = IdentificationSettings(n_starts=1, max_nfev=15, jit=False, prefilter_hz=0.0)
+    raw = dict(SMALL, identification=off)
     settings = GPSettings(**{**SMALL, "identification": ident})
     exact = identify(spec, as_arrays(clean), settings)
     assert exact.rss < 1e-12 * np.sum(as_arrays(clean).y ** 2)
