@@ -52,16 +52,25 @@ def ellipsoid_figure(
 def hysteresis_figure(
     model: Any, table: pd.DataFrame, fit: Any, *, sensors: Sequence[str] | None = None
 ):
-    """Measured (all series) vs fitted load-displacement curves per sensor; loading and
-    unloading branches drawn separately so the hysteresis loop is visible."""
+    """Measured (all series) vs fitted load-displacement curves per sensor (top row; loading
+    and unloading branches drawn separately so the hysteresis loop is visible) and the
+    residuals measured - fitted in units of the sensor's sigma per step (bottom row: mean over
+    the series with +-1 standard deviation, loading and unloading apart). A model that misses
+    the hysteresis leaves residuals of opposite sign on the two branches."""
     plt = _plt()
     sensors = list(fit.sensors if sensors is None else sensors)
     data = to_cube(table, sensors)
     cols = [list(model.sensors).index(s) for s in sensors]
     h = np.asarray(model.response(fit.values, data.setpoints))[:, cols]
-    fig, axes = plt.subplots(1, len(sensors), figsize=(4.2 * len(sensors), 3.8), squeeze=False)
+    fig, axes = plt.subplots(
+        2, len(sensors), figsize=(4.2 * len(sensors), 6.4), squeeze=False,
+        gridspec_kw={"height_ratios": [3, 2]}, sharex="col",
+    )  # fmt: skip
     q_kN = data.setpoints / 1e3
-    for k, (ax, s) in enumerate(zip(axes[0], sensors)):
+    sigma = np.array([fit.sigma.get(s, np.nan) for s in sensors])
+    residual = (data.z - h[None]) / sigma  # (n_M, n_q, n_S) in units of sigma
+    for k, s in enumerate(sensors):
+        ax, rax = axes[0, k], axes[1, k]
         for i in range(data.z.shape[0]):
             ax.plot(data.forces[i] / 1e3, data.z[i, :, k], ".", color="0.6", ms=3)
         for branch, style, lab in (
@@ -73,10 +82,18 @@ def hysteresis_figure(
                 idx = np.r_[idx, idx[-1] + 1] if lab == "loading" else np.r_[idx[0] - 1, idx]
                 idx = idx[(idx >= 0) & (idx < q_kN.size)]
             ax.plot(q_kN[idx], h[idx, k], style, label=f"{fit.model} {lab}")
-        ax.set_xlabel("process force (kN)")
+            own = np.flatnonzero(branch)
+            rax.errorbar(
+                q_kN[own], residual[:, own, k].mean(axis=0), yerr=residual[:, own, k].std(axis=0),
+                fmt="o" if lab == "loading" else "s", ms=3, capsize=2, label=lab,
+            )  # fmt: skip
         ax.set_ylabel(f"{s} (um)")
         ax.legend(fontsize=7)
-    fig.suptitle(f"measured (dots) vs fitted {fit.model}")
+        rax.axhline(0.0, color="k", lw=0.8)
+        rax.set_xlabel("process force (kN)")
+        rax.set_ylabel("residual / sigma")
+        rax.legend(fontsize=7)
+    fig.suptitle(f"measured (dots) vs fitted {fit.model}, and residuals")
     fig.tight_layout()
     return fig
 
