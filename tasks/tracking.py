@@ -32,6 +32,10 @@ from mlflow.entities import Metric, Param, RunTag
 
 from tasks.settings import Settings, load_settings
 
+# Creating or upgrading a SQLite store logs every migration step at INFO: not news for users.
+logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
+logging.getLogger("alembic").setLevel(logging.WARNING)
+
 _MAX_METRICS_PER_BATCH = 1000
 _MAX_PARAMS_PER_BATCH = 100
 _PARAM_VALUE_LIMIT = 6000
@@ -81,8 +85,6 @@ class Tracker:
     # -- store and runs -------------------------------------------------------------
     def ensure_store(self) -> None:
         """Create or upgrade the store now, once, before parallel writers start."""
-        logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
-        logging.getLogger("alembic").setLevel(logging.WARNING)
         if self.settings.tracking_uri.startswith("sqlite:"):
             Path(self.settings.tracking_uri.removeprefix("sqlite:///")).parent.mkdir(
                 parents=True, exist_ok=True
