@@ -124,8 +124,12 @@ def sensor_blocks(
             sigma = getattr(model, "nominal_sigma", None)
         if sigma is None:
             raise InputError("design without data needs sigma= (sensor -> std in um)")
-        sigma_of: dict[Any, Any] = dict(sigma)
-        sig = np.array([float(sigma_of[s]) for s in model.sensors])
+        if isinstance(sigma, pd.DataFrame):  # a sensor sheet
+            sigma = dict(zip(sigma["sensor"].astype(str), sigma["sigma_um"].astype(float)))
+        missing = [s for s in model.sensors if s not in sigma]
+        if missing:
+            raise InputError(f"sigma lacks sensor(s) {missing}; given for {sorted(sigma)}")
+        sig = np.array([float(sigma[s]) for s in model.sensors])
         wt = np.broadcast_to(1.0 / sig**2, (q.size, n_s))
         zbar = None
     p = np.array([float((parameters or {}).get(n, v)) for n, v in zip(names, p0)])

@@ -36,3 +36,18 @@ def test_bad_design_requests() -> None:
         sensor_design(M3, None, n_sensors=1)
     with pytest.raises(InputError, match="criterion"):
         sensor_design(M3, None, n_sensors=2, criterion="Z")
+
+
+def test_design_without_data_takes_a_sensor_sheet_and_names_missing_sensors() -> None:
+    import pandas as pd
+
+    from methods import sensor_design
+    from methods.errors import InputError
+    from models.press import M3
+
+    sheet = pd.DataFrame(
+        {"sensor": ["D_vertical", "F_horizontal", "B0_vertical"], "sigma_um": [0.5, 0.4, 0.8]}
+    )
+    assert sensor_design(M3, None, n_sensors=2, sigma=sheet).best["code"] == "110"
+    with pytest.raises(InputError, match=r"sigma lacks sensor\(s\) \['F_horizontal'"):
+        sensor_design(M3, None, n_sensors=2, sigma={"D_vertical": 0.5})
