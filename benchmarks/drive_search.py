@@ -19,6 +19,18 @@ Compiled code (``--jit-cache``): ``cold`` (default) gives every search an empty 
 (a fresh ``GREYLAB_JIT_CACHE``), so both runs of ``speed`` compile the same structures and
 pay the same compile time; ``warm`` uses the shared cache (results identical, times lower).
 Worker processes are fresh for every search (no in-memory simulators carried over).
+
+Measured on this 2-core machine, shared with other jobs (load average 2-5.7 during the runs;
+the rate runs overlapped each other and an EMPS search, so their wall times are upper bounds):
+
+    rates                              (10 x 10, 2 workers)  10/10, wall median 125 s, max 161 s
+    rates --noise-percent 1            (10 x 10, 2 workers)  10/10, wall median 129 s, max 167 s
+    rates --population 6 --generations 20                     7/10, wall median 160 s
+    speed --seed 0 (cold JIT cache per run)   1 worker 174.0 s, 2 workers 90.9 s: 1.91x,
+                                              same result (load 2.3-3.2, an EMPS search running)
+    emps: {1,5,6,8} J1 -2.5 %, f_v -7.1 %, M_C +8.4 %, offset +6.0 % (position weight 1;
+          velocity only: offset +11.0 %); emps --search --seed 1: {1,5,6,8} (generation 6,
+          457 s, 2 workers); --seed 0 (1 worker): {1,5,6,8,10}, {1,5,6,8} never visited.
 """
 
 from __future__ import annotations
