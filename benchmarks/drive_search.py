@@ -45,17 +45,12 @@ from dataclasses import replace
 import numpy as np
 
 from methods.gp import GPSettings, IdentificationSettings, StructureSearch
+from methods.gp.presets import EMPS_BOUNDS, EMPS_NOMINALS, EMPS_PUBLISHED
 from models.drivetrain import reference_recording
+from schemas.drive import emps_path
 
 TRUTH = ["two_mass", "coulomb", "viscous", "stribeck"]
-EMPS = "/work/shared/data/emps/DATA_EMPS.mat"
-EMPS_PUBLISHED = {"J1": 95.1089, "f_v": 203.5034, "M_C": 20.3935, "M_G": 3.1648}  # M_G = -offset
-#: prismatic drive (kg, N/m, N s/m, N, m/s, m, s); bounds 50..200 % of these
-EMPS_NOMINALS = {"J1": 100.0, "J2": 50.0, "J3": 50.0, "J4": 50.0, "c1": 1e6, "c2": 1e6,
-                 "c3": 1e6, "d1": 1000.0, "d2": 1000.0, "d3": 1000.0, "f_v": 200.0,
-                 "M_C": 20.0, "M_S": 10.0, "dq0": 0.01, "alpha": 1e-4, "T_1": 0.01,
-                 "T_d": 0.01}  # fmt: skip
-EMPS_BOUNDS = {"M_G": (-20.0, 20.0)}
+EMPS = emps_path()
 PAPER = dict(selection="roulette", structure_cache=False, avoid_duplicates=False,
              avoid_revisits=False, n_elite=0)  # fmt: skip
 

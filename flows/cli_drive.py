@@ -54,8 +54,8 @@ def identify(
     data: Annotated[
         Path | None, typer.Option(help="Recording (.csv/.parquet) or EMPS .mat; omit = reference.")
     ] = None,
-    population: Annotated[int, typer.Option(help="Individuals per generation.")] = 6,
-    generations: Annotated[int, typer.Option(help="Generations.")] = 20,
+    population: Annotated[int, typer.Option(help="Individuals per generation.")] = 10,
+    generations: Annotated[int, typer.Option(help="Generations.")] = 10,
     seed: Annotated[int, typer.Option(help="Seed of the search.")] = 0,
     workers: Annotated[int, typer.Option(help="Parallel workers.")] = 2,
     test_fraction: Annotated[float, typer.Option(help="Held-out tail for the fitness.")] = 0.0,
@@ -63,6 +63,9 @@ def identify(
         list[str] | None, typer.Option(help="Parameter nominal, name=value (bounds 50..200 %).")
     ] = None,
     noise_percent: Annotated[float, typer.Option(help="Reference only: noise, % of range.")] = 0.0,
+    preset: Annotated[
+        str | None, typer.Option(help="reference or emps; default: emps for a .mat file.")
+    ] = None,
     runner: Annotated[str, typer.Option(help="thread or dask.")] = "dask",
     experiment: Annotated[str, typer.Option(help="MLflow experiment.")] = "drive-structure-search",
     as_json: JsonOpt = False,
@@ -91,6 +94,7 @@ def identify(
             test_fraction=test_fraction,
             nominals=parse_overrides(nominal),
             noise_percent=noise_percent,
+            preset=preset,
             experiment=experiment,
         )
     except ValidationError as exc:
@@ -102,7 +106,7 @@ def identify(
 
 def _public(result: dict[str, Any]) -> dict[str, Any]:
     keys = ("best_structure", "best_codes", "parameters", "rss", "fitness", "generations",
-            "run_id", "data_hash", "source", "resumed_from")  # fmt: skip
+            "run_id", "data_hash", "source", "resumed_from", "preset")  # fmt: skip
     return {k: result[k] for k in keys if k in result}
 
 

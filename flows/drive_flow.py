@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from enum import StrEnum
 from typing import Any
 
 import pandas as pd
@@ -13,11 +14,20 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from flows.progress import Progress
 from flows.runners import RunnerKind, run_flow
-from methods.gp import StructureSearch
+from methods.gp import GPSettings, StructureSearch
+from methods.gp.presets import emps_settings
 from models.drivetrain import REFERENCE_STRUCTURE
 from tasks import drive as drive_tasks
 from tasks.drive_records import DriveRecorder
 from tasks.settings import load_settings
+
+
+class DrivePreset(StrEnum):
+    """`reference`: the paper's rotary drive units; `emps`: the prismatic EMPS drive
+    (`methods.gp.presets`)."""
+
+    reference = "reference"
+    emps = "emps"
 
 
 class DriveSearch(BaseModel):
@@ -35,8 +45,11 @@ class DriveSearch(BaseModel):
     noise_percent: float = Field(0.0, ge=0, description="Velocity noise, % of its range")
     reference_seed: int = 0
     emps_decimate: int = Field(10, ge=1, description="EMPS: keep every k-th sample")
-    population: int = Field(6, ge=2)
-    generations: int = Field(20, ge=1)
+    preset: DrivePreset | None = Field(
+        None, description="Settings preset; empty = emps for a .mat file, else the paper's"
+    )
+    population: int = Field(10, ge=2)
+    generations: int = Field(10, ge=1)
     seed: int = 0
     test_fraction: float = Field(0.0, ge=0, lt=0.9, description="Held-out tail for fitness")
     nominals: dict[str, float] = Field(
@@ -90,12 +103,18 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
         recorder.generation(g, best)
         progress.advance()
 
+    preset = study.preset or (
+        DrivePreset.emps if (study.data or "").lower().endswith(".mat") else DrivePreset.reference
+    )
+    settings = emps_settings() if preset is DrivePreset.emps else GPSettings()
+    nominals = {**dict(settings.nominals), **study.nominals}
     search = StructureSearch(
+        settings=settings,
         population=study.population,
         generations=study.generations,
         seed=study.seed,
         test_fraction=study.test_fraction,
-        nominals=tuple(sorted(study.nominals.items())),
+        nominals=tuple(sorted(nominals.items())),
         map_batches=drive_tasks.prefect_map_batches,
         batch_size=study.batch_size or max(1, -(-study.population // study.workers)),
         checkpoint_dir=checkpoint if study.resume else None,
@@ -112,6 +131,7 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
         "fitness": search.best_fitness_,
         "generations": study.generations,
         "resumed_from": search.resumed_from_,
+        "preset": preset.value,
         "history": search.history_.to_dict("records"),
     }
 

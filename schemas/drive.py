@@ -10,6 +10,7 @@ For a prismatic drive (EMPS) the columns keep their names but carry force [N] in
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,9 @@ from pandera.typing import Series
 from schemas.errors import DataError, describe_failure_cases, read_table
 
 UNIFORM_RTOL = 1e-3
+#: where the EMPS benchmark data lie: `$GREYLAB_EMPS_MAT`, else `../shared/data/emps/` beside
+#: the project folder (the lab's shared folder)
+EMPS_DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "emps" / "DATA_EMPS.mat"
 MIN_ROWS = 10
 
 
@@ -72,6 +76,11 @@ def validate_drive_recording(frame: pd.DataFrame, *, source: str = "table") -> p
 def load_drive_recording(path: str | Path) -> pd.DataFrame:
     """Read a CSV/Parquet drive recording and validate it."""
     return validate_drive_recording(read_table(path), source=str(path))
+
+
+def emps_path() -> Path:
+    """The EMPS `.mat` file: `$GREYLAB_EMPS_MAT` or the shared folder beside the project."""
+    return Path(os.environ.get("GREYLAB_EMPS_MAT") or EMPS_DEFAULT)
 
 
 def load_emps(mat_path: str | Path, *, decimate: int = 1, cutoff_hz: float = 20.0) -> pd.DataFrame:

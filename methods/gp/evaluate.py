@@ -37,6 +37,7 @@ import hashlib
 import json
 import time
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -171,9 +172,9 @@ def _identify(
 ) -> Evaluation:
     t0 = time.perf_counter()
     ident = settings.identification
-    kit = settings.kit_options()
+    kit: dict[str, Any] = settings.kit_options()
     n_fit = split_index(data.n, settings.test_fraction)
-    jit = {"jit": ident.jit, "jit_opt": ident.jit_opt, "jit_after": ident.jit_after}
+    jit: dict[str, Any] = {"jit": ident.jit, "jit_opt": ident.jit_opt, "jit_after": ident.jit_after}
     sim = get_simulator(spec.structure, n_fit, data.dt, **jit, **kit)
     specs = sim.model.specs
     lower = np.array([s.lower for s in specs])
@@ -184,9 +185,12 @@ def _identify(
     keep = (lambda a: a) if filt is None else filt
     yf = keep(y)
     scale = float(np.sqrt(np.sum((yf - yf.mean()) ** 2)) + 1e-300)
-    use_q = ident.position_weight > 0 and data.q is not None
-    if use_q:  # position residual integral(y_sim) + q[0] - q, weighted to velocity scale
-        q = data.q[:n_fit]
+    q_all = data.q if ident.position_weight > 0 else None
+    use_q = q_all is not None
+    if (
+        q_all is not None
+    ):  # position residual integral(y_sim) + q[0] - q, weighted to velocity scale
+        q = q_all[:n_fit]
         wq = ident.position_weight * scale / float(np.sqrt(np.sum((q - q.mean()) ** 2)) + 1e-300)
     counter = {"n": 0}
     best = {"cost": np.inf, "z": np.clip((start - lower) / width, 0, 1)}
@@ -241,8 +245,8 @@ def _identify(
         y_all = filt(data.y) if filt else data.y
         y_sim = full.simulate(p_hat, data.u, y0)
         resid = ((filt(y_sim) if filt and np.all(np.isfinite(y_sim)) else y_sim) - y_all)[n_fit:]
-        if use_q:
-            pos = integral(y_sim, data.dt) + data.q[0] - data.q
+        if q_all is not None:
+            pos = integral(y_sim, data.dt) + q_all[0] - q_all
             resid = np.concatenate([resid, wq * pos[n_fit:]])
         rss = float(resid @ resid) if np.all(np.isfinite(resid)) else np.inf
         y_fit = y_all[n_fit:]

@@ -54,7 +54,8 @@ def repair(nodes: list[Node], settings: GPSettings, rng: np.random.Generator) ->
 def grow(nodes: list[Node], at: int, size: int, settings: GPSettings, rng) -> list[Node]:
     """Add up to ``size`` random valid nodes, the first under ``nodes[at]``, each further one
     under a random node of the new branch; stops early when nothing more can be added."""
-    nodes, branch = list(nodes), []
+    nodes = list(nodes)
+    branch: list[int] = []
     for _ in range(size):
         options = addable(nodes, settings)
         if not options:

@@ -266,6 +266,8 @@ class StructureSearch:
                 })  # fmt: skip
             if self.progress:
                 self.progress(g, s.generations, best)
+        if best is None:  # generations <= the checkpoint's: nothing was evaluated
+            raise InputError("the search evaluated no generation (check generations)")
         self._finish(best, history, pop_rows)
         return self
 

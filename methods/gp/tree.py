@@ -84,7 +84,9 @@ def subtree(ind: Individual, i: int) -> list[int]:
 def remove(ind: Individual, drop: list[int]) -> tuple[list[Node], dict[int, int]]:
     """Nodes without ``drop``; children of a dropped node move to its nearest kept ancestor
     (or to the first kept node). Returns the node list and the old->new index map."""
-    dropped, mapping, out = set(drop), {}, []
+    dropped = set(drop)
+    mapping: dict[int, int] = {}
+    out: list[Node] = []
     for j, node in enumerate(ind.nodes):
         if j in dropped:
             continue

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
 
-from schemas.drive import load_drive_recording, load_emps, validate_drive_recording
+from schemas.drive import emps_path, load_drive_recording, load_emps, validate_drive_recording
 from schemas.errors import DataError
 
-EMPS = Path("/work/shared/data/emps/DATA_EMPS.mat")
+EMPS = emps_path()
 
 
 def _frame(n=50):

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from dataclasses import replace
 
 import pytest
 
-from methods.gp import GPSettings, IdentificationSettings, IndividualSpec, as_arrays, identify
-from schemas.drive import load_emps
+from methods.gp import IndividualSpec, as_arrays, identify
+from methods.gp.presets import EMPS_PUBLISHED, emps_settings
+from schemas.drive import emps_path, load_emps
 
-EMPS = Path("/work/shared/data/emps/DATA_EMPS.mat")
+EMPS = emps_path()
 # prismatic drive: per-recording nominals in kg, N s/m, N (bounds 50..200 %); tanh gain for m/s;
 # residual = velocity error + position error (relative weight 1, see methods.gp.evaluate)
-IDENT = IdentificationSettings(position_weight=1.0, screen_nfev=0)
-SETTINGS = GPSettings(nominals={"J1": 100.0, "f_v": 200.0, "M_C": 20.0},
-                      bounds={"M_G": (-20.0, 20.0)}, f_tanh=1000.0, identification=IDENT)  # fmt: skip
-PUBLISHED = {"J1": 95.1089, "f_v": 203.5034, "M_C": 20.3935, "M_G": 3.1648}  # M_G = -offset
+SETTINGS = emps_settings()
+SETTINGS = replace(SETTINGS, identification=replace(SETTINGS.identification, screen_nfev=0))
+PUBLISHED = EMPS_PUBLISHED
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +45,8 @@ def test_emps_velocity_only_offset_is_off_by_11_percent(emps_data):
     # documents why the position residual is used: velocity-only output error gives 3.51 N
     spec = IndividualSpec(("one_mass", "coulomb", "viscous", "gravity"),
                           (("J1", 100.0), ("M_C", 20.0), ("f_v", 200.0), ("M_G", 0.0)))  # fmt: skip
-    velocity_only = GPSettings(**{**SETTINGS.__dict__,
-                                  "identification": IdentificationSettings(screen_nfev=0)})  # fmt: skip
+    velocity_only = replace(
+        SETTINGS, identification=replace(SETTINGS.identification, position_weight=0.0)
+    )
     ev = identify(spec, emps_data, velocity_only)
     assert ev.parameters["M_G"] == pytest.approx(1.11 * PUBLISHED["M_G"], rel=0.02)
