@@ -53,6 +53,11 @@ def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
     return out
 
 
+def frame_table(title: str, frame: Any) -> Table:
+    """A pandas DataFrame as a table, every column shown."""
+    return table(title, [str(c) for c in frame.columns], frame.astype(object).values.tolist())
+
+
 def _fmt(value: Any) -> str:
     if isinstance(value, float | np.floating):
         return f"{value:.4g}"

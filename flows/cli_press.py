@@ -7,7 +7,15 @@ from typing import Annotated, Any
 
 import typer
 
-from flows.cli_common import emit, progress_bars, split_list, stderr, stdout, table
+from flows.cli_common import (
+    emit,
+    frame_table,
+    progress_bars,
+    split_list,
+    stderr,
+    stdout,
+    table,
+)
 from methods.errors import InputError
 
 app = typer.Typer(
@@ -85,14 +93,8 @@ def check(
     report = methods.check_normality(methods.correct_to_setpoints(frame), alpha=alpha)
 
     def human() -> None:
-        rows = report.table
-        stdout.print(
-            table(
-                f"{data}: valid; normality of errors (Shapiro-Wilk, {alpha})",
-                list(rows.columns),
-                rows.astype(object).values.tolist(),
-            )
-        )
+        title = f"{data}: valid; normality of errors (Shapiro-Wilk, {alpha})"
+        stdout.print(frame_table(title, report.table))
 
     emit(report.to_dict(), as_json=as_json, human=human)
 
@@ -120,14 +122,8 @@ def design(
     )
 
     def human() -> None:
-        rows = result.table
-        stdout.print(
-            table(
-                f"Sensor design ({criterion.upper()}-optimal, model {model})",
-                list(rows.columns),
-                rows.astype(object).values.tolist(),
-            )
-        )
+        title = f"Sensor design ({criterion.upper()}-optimal, model {model})"
+        stdout.print(frame_table(title, result.table))
         stdout.print(
             f"best: {result.best['code'] if result.best else 'none'} = "
             f"{result.best_sensors if result.best else 'no identifiable subset'}"
