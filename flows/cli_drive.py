@@ -111,10 +111,11 @@ def _public(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def print_drive_result(result: dict[str, Any]) -> None:
-    rows = [[k, v] for k, v in result["parameters"].items()]
-    stdout.print(table(
+    stdout.print(
         f"Best structure {result['best_codes']} = {', '.join(result['best_structure'])} "
-        f"(fitness {result['fitness']:.4g}, RSS {result['rss']:.4g})",
-        ["parameter", "value"], rows,
-    ))  # fmt: skip
+        f"(fitness {result['fitness']:.4g}, RSS {result['rss']:.4g}, "
+        f"{result['generations']} generations)"
+    )
+    rows = [[k, v] for k, v in result["parameters"].items()]
+    stdout.print(table("Identified parameters", ["parameter", "value"], rows))
     stderr.print(f"MLflow run {result['run_id']}; look: {result['tracking']}")

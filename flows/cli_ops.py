@@ -133,7 +133,10 @@ def demo(
         press = run_press_study(PressStudy(n_tests=tests))
         stderr.print("2/3 crane: inverse simulation of the overhead trolley crane")
         crane = run_inverse_study(InverseStudy(systems=["trolley_crane"]))
-        stderr.print(f"3/3 drive: short structure search ({generations} generations)")
+        stderr.print(
+            f"3/3 drive: short structure search ({generations} generations; a demo, too short "
+            "to find the structure reliably: `greylab drive identify` runs 10 x 10)"
+        )
         drive = run_drive_search(DriveSearch(population=6, generations=generations))
     result = {"press": press, "inverse": crane, "drive": drive}
 
