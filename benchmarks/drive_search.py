@@ -24,6 +24,8 @@ Measured on this 2-core machine, shared with other jobs (load average 2-5.7 duri
 the rate runs overlapped each other and an EMPS search, so their wall times are upper bounds):
 
     rates                              (10 x 10, 2 workers)  10/10, wall median 125 s, max 161 s
+        again on a quiet machine (load ~2 incl. the run):     10/10, wall median 60.5 s, max 76.7 s
+    speed --seed 0, quiet machine:  1 worker 140.0 s, 2 workers 77.4 s: 1.81x, same result
     rates --noise-percent 1            (10 x 10, 2 workers)  10/10, wall median 129 s, max 167 s
     rates --population 6 --generations 20                     7/10, wall median 160 s
     speed --seed 0 (cold JIT cache per run)   1 worker 174.0 s, 2 workers 90.9 s: 1.91x,
