@@ -26,8 +26,7 @@ def build_app():  # -> typer.Typer (typer imported lazily, after the environment
         pretty_exceptions_enable=False,
         rich_markup_mode="markdown",
     )
-    app.add_typer(cli_press.app, name="press")
-    for module in (cli_drive, cli_inverse, cli_ops):
+    for module in (cli_press, cli_drive, cli_inverse, cli_ops):
         module.register(app)
     return app
 

@@ -27,6 +27,10 @@ app = typer.Typer(
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
 
 
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="press")
+
+
 def _write_table(frame: Any, out: Path) -> None:
     from schemas.storage import write_parquet_atomic
 
