@@ -54,7 +54,7 @@ from schemas.drive import emps_path
 TRUTH = ["two_mass", "coulomb", "viscous", "stribeck"]
 EMPS = emps_path()
 PAPER = dict(selection="roulette", structure_cache=False, avoid_duplicates=False,
-             avoid_revisits=False, n_elite=0)  # fmt: skip
+             avoid_revisits=False, n_elite=0, simplify_best=False)  # fmt: skip
 
 
 class ProcessMap:

@@ -124,6 +124,34 @@ def deletion_mutation(ind: Individual, settings: GPSettings, rng) -> Individual:
     return Individual(tuple(nodes))
 
 
+def simplifications(ind: Individual, settings: GPSettings) -> list[Individual]:
+    """Every structure one step simpler than ``ind`` (beyond the paper, for the search's
+    ``simplify_best``): each non-mass node deleted, and the multi-mass node replaced by the
+    ladder with one inertia fewer (the last two inertias merged: ``J_{n-1} + J_n``, clipped to
+    the bounds; the other springs and dampers kept), where the rules and the function set
+    allow. Parameters are inherited, so the identification starts next to ``ind``'s fit."""
+    out = []
+    for i, node in enumerate(ind.nodes):
+        kind = Submodel(node.kind)
+        if kind not in MULTI_MASS:
+            out.append(Individual(tuple(remove(ind, [i])[0])))
+            continue
+        smaller = next((k for k in MULTI_MASS if k.n_masses == kind.n_masses - 1), None)
+        others = [Submodel(n.kind) for k, n in enumerate(ind.nodes) if k != i]
+        if smaller is None or smaller.value not in settings.allowed or not can_add(others, smaller):
+            continue
+        old, n = dict(node.params), kind.n_masses
+        merged = {**old, f"J{n - 1}": old.get(f"J{n - 1}", 0.0) + old.get(f"J{n}", 0.0)}
+        params = tuple(
+            (spec.name, float(np.clip(merged.get(spec.name, spec.nominal), spec.lower, spec.upper)))
+            for spec in settings.specs(smaller)
+        )
+        nodes = list(ind.nodes)
+        nodes[i] = Node(smaller.value, node.parent, params)
+        out.append(Individual(tuple(nodes)))
+    return out
+
+
 def chromosome_mutation(ind: Individual, settings: GPSettings, rng) -> Individual:
     """Replace a random node and its branch by a new random branch; the new tree is at least
     as large as the tree without the branch plus one node."""

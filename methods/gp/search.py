@@ -4,7 +4,8 @@ One generation: evaluate every individual -> record history -> offspring: ``n_el
 unchanged (beyond the paper), ``N_clone ~ B(P - n_elite, p_clone)`` clones and the rest by
 subtree crossover, parents by ``settings.selection`` (tournament by default, the paper's raw
 roulette as an option); then point / insertion / deletion / chromosome mutation of every new
-individual. Identified parameters are written back into the nodes (inheritance: the next
+individual; with ``simplify_best`` one crossover slot goes to a structure one step simpler
+than the best (beyond the paper). Identified parameters are written back into the nodes (inheritance: the next
 identification of a changed structure starts from them).
 
 Evaluation (beyond the paper, see ``GPSettings``/``IdentificationSettings``; all switchable):
@@ -38,9 +39,16 @@ import pandas as pd
 from methods.errors import InputError
 from methods.gp.checkpoint import data_fingerprint, load_checkpoint, save_checkpoint
 from methods.gp.evaluate import Evaluation, IndividualSpec, RecordingArrays, evaluate_batch
-from methods.gp.operators import crossover, mutate, mutate_once, random_individual, select
+from methods.gp.operators import (
+    crossover,
+    mutate,
+    mutate_once,
+    random_individual,
+    select,
+    simplifications,
+)
 from methods.gp.settings import GPSettings
-from methods.gp.tree import Individual
+from methods.gp.tree import Individual, pick
 from models.drivetrain.kit import assemble
 
 MapBatches = Callable[[Callable, list], list]
@@ -198,11 +206,18 @@ class StructureSearch:
             a, b = select(fitness, rng, 2, s)
             new.append(crossover(population[a], population[b], s, rng))
         out = list(elites)
-        seen = {tuple(json.loads(k)) for k in self._cache} if s.structure_cache else set()
+        seen = {ev.structure for ev in self._cache.values()}
+        if s.simplify_best and new:
+            simpler = [
+                c for c in simplifications(population[order[0]], s) if c.structure not in seen
+            ]
+            if simpler:  # one slot (a crossover child, else a clone) tries a simpler best
+                out.append(pick(rng, simpler))
+                new.pop()
         for ind in new:
             ind = mutate(ind, s, rng)
             taken = ({i.structure for i in out} if s.avoid_duplicates else set()) | (
-                seen if s.avoid_revisits else set()
+                seen if s.avoid_revisits and s.structure_cache else set()
             )
             out.append(self._novel(ind, taken, rng) if taken else ind)
         return out

@@ -18,9 +18,11 @@ from methods.gp.operators import (
     rank_weights,
     roulette,
     select,
+    simplifications,
 )
 from methods.gp.settings import GPSettings
-from methods.gp.tree import Individual
+from methods.gp.tree import Individual, Node
+from models.drivetrain.submodels import Submodel
 
 SETTINGS = GPSettings(p_point=0.5, p_insertion=0.5, p_deletion=0.5, p_chromosome=0.5)
 OPERATORS = [point_mutation, insertion_mutation, deletion_mutation, chromosome_mutation, mutate,
@@ -101,3 +103,47 @@ def test_mutate_once_changes_at_most_one_step(seed):
     ind = random_individual(SETTINGS, rng)
     child = mutate_once(ind, SETTINGS, rng)
     _check(child)
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1))
+def test_simplifications_are_valid_and_exactly_one_step_simpler(seed):
+    rng = np.random.default_rng(seed)
+    ind = random_individual(SETTINGS, rng)
+    masses = {n.kind: Submodel(n.kind).n_masses for n in ind.nodes if Submodel(n.kind).n_masses}
+    ((mass_kind, n_masses),) = masses.items()
+    others = sorted(k for k in ind.structure if k != mass_kind)
+    expected = [("del", k) for k in others]
+    if n_masses > 1 and not (n_masses == 2 and "backlash" in others):
+        expected.append(("merge", mass_kind))
+    found = []
+    for simpler in simplifications(ind, SETTINGS):
+        _check(simpler)
+        gone = sorted(set(ind.structure) - set(simpler.structure))
+        if len(simpler.nodes) == len(ind.nodes) - 1:  # one non-mass submodel deleted
+            (kind,) = gone
+            found.append(("del", kind))
+        else:  # same nodes, one inertia fewer
+            assert gone == [mass_kind] and len(simpler.nodes) == len(ind.nodes)
+            (new_mass,) = (k for k in simpler.kinds if k.n_masses)
+            assert new_mass.n_masses == n_masses - 1
+            found.append(("merge", mass_kind))
+        # everything kept keeps its parameters (the identification starts at the best's fit)
+        kept = ind.parameters
+        for name, value in simpler.parameters.items():
+            if name in kept and name != f"J{n_masses - 1}":
+                assert value == kept[name]
+    assert sorted(found) == sorted(expected)
+
+
+def test_merging_inertias_adds_the_last_two_within_the_bounds():
+    two = Individual((Node("two_mass", -1, (("J1", 0.01), ("J2", 0.02), ("c1", 50.0),
+                                            ("d1", 0.05))),
+                      Node("viscous", 0, (("f_v", 0.01),))))  # fmt: skip
+    merged = [s for s in simplifications(two, SETTINGS) if "one_mass" in s.structure]
+    assert merged[0].parameters == {"J1": 0.02, "f_v": 0.01}  # 0.03 clipped to 2 x 0.01
+    three = Individual((Node("three_mass", -1, (("J1", 0.01), ("J2", 0.015), ("J3", 0.02),
+                                                ("c1", 40.0), ("c2", 60.0), ("d1", 0.04),
+                                                ("d2", 0.06))),))  # fmt: skip
+    (to_two,) = simplifications(three, SETTINGS)
+    assert to_two.parameters == {"J1": 0.01, "J2": 0.035, "c1": 40.0, "d1": 0.04}

@@ -116,9 +116,28 @@ def test_each_structure_is_identified_once_and_populations_have_no_duplicates(re
     assert search.history_["evaluated_structures"].iloc[-1] == n_structures
 
 
+@pytest.mark.parametrize("seed", [4, 7])  # seeds whose searches miss one without the move
+def test_every_generation_tries_a_simpler_best_while_one_is_left(recording, seed):
+    from methods.gp.operators import simplifications
+    from methods.gp.tree import Individual, Node
+
+    search = StructureSearch(population=4, generations=4, seed=seed, **SMALL).fit(recording)
+    pop = search.population_history_
+    settings = search.settings
+    for g in range(1, 4):
+        before = set(pop.loc[pop["generation"] < g, "names"])
+        best = pop[pop["generation"] == g - 1].sort_values("fitness").iloc[-1]
+        ind = Individual(tuple(Node(k, -1 if i == 0 else 0, tuple(best["parameters"].items()))
+                               for i, k in enumerate(best["names"].split(","))))  # fmt: skip
+        options = {",".join(s.structure) for s in simplifications(ind, settings)} - before
+        now = set(pop.loc[pop["generation"] == g, "names"])
+        if options:
+            assert now & options, (g, best["names"], options, now)
+
+
 def test_paper_mode_still_runs(recording):
     paper = dict(selection="roulette", structure_cache=False, avoid_duplicates=False,
-                 avoid_revisits=False, n_elite=0)  # fmt: skip
+                 avoid_revisits=False, n_elite=0, simplify_best=False)  # fmt: skip
     search = StructureSearch(population=4, generations=2, seed=0, **paper, **SMALL)
     assert search.fit(recording).best_fitness_ > 0
 
