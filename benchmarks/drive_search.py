@@ -84,7 +84,12 @@ def settings(args) -> GPSettings:
     return replace(base, identification=ident)
 
 
-def run(args, seed: int, workers: int, rec, gp: GPSettings | None = None):
+def show_generation(g: int, n: int, best) -> None:
+    print(f"  generation {g + 1}/{n}: best so far {list(best.codes)} fitness {best.fitness:.4g}",
+          flush=True)  # fmt: skip
+
+
+def run(args, seed: int, workers: int, rec, gp: GPSettings | None = None, progress=None):
     """One whole search with fresh workers (and a cold JIT cache unless ``--jit-cache warm``)."""
     gp = gp or settings(args)
     with tempfile.TemporaryDirectory(prefix="greylab-jit-") as tmp:
@@ -95,7 +100,7 @@ def run(args, seed: int, workers: int, rec, gp: GPSettings | None = None):
         t0 = time.perf_counter()
         try:
             search = StructureSearch(gp.population, gp.generations, seed, gp.test_fraction,
-                                     settings=gp, map_batches=pmap).fit(rec)  # fmt: skip
+                                     settings=gp, map_batches=pmap, progress=progress).fit(rec)  # fmt: skip
         finally:
             pmap.close()
             if args.jit_cache == "cold":
@@ -164,7 +169,7 @@ def emps(args) -> None:
           f"{args.position_weight}) identified in {time.perf_counter() - t0:.1f} s, RSS {ev.rss:.4g}")  # fmt: skip
     report(ev.parameters)
     if args.search:
-        search, wall = run(args, args.seed, args.workers, frame, gp)
+        search, wall = run(args, args.seed, args.workers, frame, gp, show_generation)
         print(f"search {args.population} x {args.generations} seed {args.seed}, {args.workers} "
               f"workers: {search.best_codes_} {search.best_structure_} in {wall:.1f} s "
               f"({search.n_evaluations_} identifications)")  # fmt: skip
