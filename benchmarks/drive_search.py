@@ -13,7 +13,7 @@ the wall times. ``--paper`` switches to the paper's operators (raw roulette, eve
 re-identified with the full budget, no novelty); default: ``GPSettings`` defaults.
 ``emps``: identification of {one_mass, coulomb, viscous, gravity} on the EMPS data (published
 IDIM-LS values for comparison) and, with ``--search``, a structure search over the whole
-function set with EMPS nominals (:data:`EMPS_NOMINALS`).
+function set with the EMPS preset (``methods.gp.presets.emps_settings``).
 
 Compiled code (``--jit-cache``): ``cold`` (default) gives every search an empty disk cache
 (a fresh ``GREYLAB_JIT_CACHE``), so both runs of ``speed`` compile the same structures and
@@ -47,7 +47,7 @@ from dataclasses import replace
 import numpy as np
 
 from methods.gp import GPSettings, IdentificationSettings, StructureSearch
-from methods.gp.presets import EMPS_BOUNDS, EMPS_NOMINALS, EMPS_PUBLISHED
+from methods.gp.presets import EMPS_PUBLISHED, emps_settings
 from models.drivetrain import reference_recording
 from schemas.drive import emps_path
 
@@ -146,12 +146,10 @@ def rates(args) -> None:
           f"max {np.max(times):.1f} s")  # fmt: skip
 
 
-def emps_settings(args) -> GPSettings:
-    ident = IdentificationSettings(position_weight=args.position_weight,
-                                   prefilter_hz=args.prefilter_hz)  # fmt: skip
-    return GPSettings(population=args.population, generations=args.generations,
-                      nominals=EMPS_NOMINALS, bounds=EMPS_BOUNDS, f_tanh=args.f_tanh,
-                      identification=ident)  # fmt: skip
+def emps_gp_settings(args) -> GPSettings:
+    gp = emps_settings(position_weight=args.position_weight, population=args.population,
+                       generations=args.generations, f_tanh=args.f_tanh)  # fmt: skip
+    return replace(gp, identification=replace(gp.identification, prefilter_hz=args.prefilter_hz))
 
 
 def emps(args) -> None:
@@ -159,7 +157,7 @@ def emps(args) -> None:
     from schemas.drive import load_emps
 
     frame = load_emps(EMPS, decimate=args.decimate)
-    gp = emps_settings(args)
+    gp = emps_gp_settings(args)
     full = replace(gp, identification=replace(gp.identification, screen_nfev=0))
     spec = IndividualSpec(("one_mass", "coulomb", "viscous", "gravity"),
                           (("J1", 100.0), ("M_C", 20.0), ("f_v", 200.0), ("M_G", 0.0)))  # fmt: skip
