@@ -20,19 +20,19 @@ Compiled code (``--jit-cache``): ``cold`` (default) gives every search an empty 
 pay the same compile time; ``warm`` uses the shared cache (results identical, times lower).
 Worker processes are fresh for every search (no in-memory simulators carried over).
 
-Measured on this 2-core machine, shared with other jobs (load average 2-5.7 during the runs;
-the rate runs overlapped each other and an EMPS search, so their wall times are upper bounds):
+Measured on this 2-core machine with nothing else running (load ~2 including the run), GP
+with ``simplify_best`` (2026-12-02):
 
-    rates                              (10 x 10, 2 workers)  10/10, wall median 125 s, max 161 s
-        again on a quiet machine (load ~2 incl. the run):     10/10, wall median 60.5 s, max 76.7 s
-    speed --seed 0, quiet machine:  1 worker 140.0 s, 2 workers 77.4 s: 1.81x, same result
-    rates --noise-percent 1            (10 x 10, 2 workers)  10/10, wall median 129 s, max 167 s
-    rates --population 6 --generations 20                     7/10, wall median 160 s
-    speed --seed 0 (cold JIT cache per run)   1 worker 174.0 s, 2 workers 90.9 s: 1.91x,
-                                              same result (load 2.3-3.2, an EMPS search running)
+    rates                                  (10 x 10)  9/10 (seed 2: {3,5,6,7,8}),
+                                                      wall median 54.3 s, max 66.7 s
+    rates --noise-percent 1                (10 x 10)  8/10 (seed 2: {3,5,6,7,8}, seed 9:
+                                                      {2,5,6,7,8}), median 61.5 s, max 69.3 s
+    rates --population 6 --generations 20             10/10, median 57.1 s, max 77.4 s
+    speed --seed 0    1 worker 96.6 s, 2 workers 49.5 s: 1.95x, same result {2,5,6,7}
     emps: {1,5,6,8} J1 -2.5 %, f_v -7.1 %, M_C +8.4 %, offset +6.0 % (position weight 1;
-          velocity only: offset +11.0 %); emps --search --seed 1: {1,5,6,8} (generation 6,
-          457 s, 2 workers); --seed 0 (1 worker): {1,5,6,8,10}, {1,5,6,8} never visited.
+          velocity only: offset +11.0 %)
+    emps --search --seed 0..4: {1,5,6,8} in 5/5 (681, 532, 218, 327, 198 s); before
+          ``simplify_best`` seed 0 ended at {1,5,6,8,10} without trying {1,5,6,8}.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -53,7 +54,7 @@ from schemas.drive import emps_path
 
 TRUTH = ["two_mass", "coulomb", "viscous", "stribeck"]
 EMPS = emps_path()
-PAPER = dict(selection="roulette", structure_cache=False, avoid_duplicates=False,
+PAPER: dict[str, Any] = dict(selection="roulette", structure_cache=False, avoid_duplicates=False,
              avoid_revisits=False, n_elite=0, simplify_best=False)  # fmt: skip
 
 

@@ -5,8 +5,8 @@ unchanged (beyond the paper), ``N_clone ~ B(P - n_elite, p_clone)`` clones and t
 subtree crossover, parents by ``settings.selection`` (tournament by default, the paper's raw
 roulette as an option); then point / insertion / deletion / chromosome mutation of every new
 individual; with ``simplify_best`` one crossover slot goes to a structure one step simpler
-than the best (beyond the paper). Identified parameters are written back into the nodes (inheritance: the next
-identification of a changed structure starts from them).
+than the best (beyond the paper). Identified parameters are written back into the nodes
+(inheritance: the next identification of a changed structure starts from them).
 
 Evaluation (beyond the paper, see ``GPSettings``/``IdentificationSettings``; all switchable):
 each structure is identified once per search (``structure_cache``); new structures get a
@@ -217,7 +217,7 @@ class StructureSearch:
         for ind in new:
             ind = mutate(ind, s, rng)
             taken = ({i.structure for i in out} if s.avoid_duplicates else set()) | (
-                seen if s.avoid_revisits and s.structure_cache else set()
+                seen if s.avoid_revisits else set()
             )
             out.append(self._novel(ind, taken, rng) if taken else ind)
         return out

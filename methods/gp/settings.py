@@ -115,9 +115,8 @@ class GPSettings:
       goes to a not yet identified structure one step simpler than the population's best
       (one non-mass submodel deleted, or one inertia fewer; ``operators.simplifications``),
       with the best's parameters inherited. Measured on EMPS (seed 0, before this move): the
-      search kept {1,5,6,8,10} for 9 generations without ever trying the fitter {1,5,6,8}:
-      random deletion hits one particular node of the best with probability ~ 0.2 / 4 per
-      child of the best, and the child must then also survive selection.
+      search ended at {1,5,6,8,10} without ever trying the fitter {1,5,6,8} (a mutated copy
+      of the best loses one given submodel of four with probability ``p_deletion / 4``).
     - ``init_max_nodes``: size of the random initial trees (uniform in 1..init_max_nodes);
       ``max_nodes`` bounds the growth by operators.
     """
