@@ -31,7 +31,8 @@ with ``simplify_best`` (2026-12-02):
     speed --seed 0    1 worker 96.6 s, 2 workers 49.5 s: 1.95x, same result {2,5,6,7}
     emps: {1,5,6,8} J1 -2.5 %, f_v -7.1 %, M_C +8.4 %, offset +6.0 % (position weight 1;
           velocity only: offset +11.0 %)
-    emps --search --seed 0..4: {1,5,6,8} in 5/5 (681, 532, 218, 327, 198 s); before
+    emps --search --seed 0..9: {1,5,6,8} in 10/10 (681, 532, 218, 327, 198 s; seeds 5..9
+          295, 583, 276, 154, 232 s, 5..8 beside a test run); before
           ``simplify_best`` seed 0 ended at {1,5,6,8,10} without trying {1,5,6,8}.
 """
 

@@ -173,10 +173,13 @@ def test_position_weight_adds_the_integrated_velocity_error():
 
 
 @pytest.mark.slow
-def test_reference_structure_is_found_for_three_seeds():
-    # the rates benchmark's setting (population 10 x 10 generations, default operators);
-    # benchmarks/drive_search.py rates runs 10 seeds, with and without 1 % velocity noise
+@pytest.mark.timeout(3600)
+def test_reference_structure_is_found_in_at_least_8_of_10_seeds(process_map):
+    # the target in the rates benchmark's setting (`benchmarks/drive_search.py rates`:
+    # population 10 x 10 generations, default operators, seeds 0..9, 2 workers); measured 9/10
+    # (seed 2 ends at {3,5,6,7,8}), 54 s median per search. The 1 % noise rate is benchmark-only.
     rec = reference_recording()
-    found = [StructureSearch(population=10, generations=10, seed=seed).fit(rec).best_structure_
-             for seed in range(3)]  # fmt: skip
-    assert found == [["two_mass", "coulomb", "viscous", "stribeck"]] * 3
+    truth = ["two_mass", "coulomb", "viscous", "stribeck"]
+    found = [StructureSearch(10, 10, seed, map_batches=process_map).fit(rec).best_structure_
+             for seed in range(10)]  # fmt: skip
+    assert sum(f == truth for f in found) >= 8, found
