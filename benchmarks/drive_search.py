@@ -10,7 +10,8 @@ that both give the same result. ``rates``: searches on the paper's reference rec
 (velocity noise = percent of the noise-free velocity range, seed 1000 + search seed) for seeds
 0..n-1; prints how often the exact structure {two_mass, coulomb, viscous, stribeck} wins and
 the wall times. ``--paper`` switches to the paper's operators (raw roulette, every individual
-re-identified with the full budget, no novelty); default: ``GPSettings`` defaults.
+re-identified with the full budget, no novelty); default: ``GPSettings`` defaults. For a seed
+that misses, ``rates`` prints the generation since which its best led and its parameters.
 ``emps``: identification of {one_mass, coulomb, viscous, gravity} on the EMPS data (published
 IDIM-LS values for comparison) and, with ``--search``, a structure search over the whole
 function set with the EMPS preset (``methods.gp.presets.emps_settings``).
@@ -27,6 +28,7 @@ with ``simplify_best`` (2026-12-02):
                                                       wall median 54.3 s, max 66.7 s
     rates --noise-percent 1                (10 x 10)  8/10 (seed 2: {3,5,6,7,8}, seed 9:
                                                       {2,5,6,7,8}), median 61.5 s, max 69.3 s
+                                                      (rerun: same seeds, 47.3 s, 53.3 s)
     rates --population 6 --generations 20             10/10, median 57.1 s, max 77.4 s
     speed --seed 0    1 worker 96.6 s, 2 workers 49.5 s: 1.95x, same result {2,5,6,7}
     emps: {1,5,6,8} J1 -2.5 %, f_v -7.1 %, M_C +8.4 %, offset +6.0 % (position weight 1;
@@ -144,6 +146,14 @@ def rates(args) -> None:
         print(f"seed {seed}: {search.best_codes_} {'OK' if ok else '--'} {wall:6.1f} s "
               f"({search.n_evaluations_} identifications, load {os.getloadavg()[0]:.1f})",
               flush=True)  # fmt: skip
+        if not ok:  # where the search ended: first generation with that best, its parameters
+            h = search.history_
+            first = int(h.loc[h["overall_best_codes"] == h["overall_best_codes"].iloc[-1],
+                              "generation"].min()) + 1  # fmt: skip
+            print(
+                f"    best since generation {first}/{args.generations}: "
+                + ", ".join(f"{k}={v:.3g}" for k, v in search.best_parameters_.items())
+            )
     print(f"exact structure in {hits}/{args.seeds} seeds; wall median {np.median(times):.1f} s, "
           f"max {np.max(times):.1f} s")  # fmt: skip
 
