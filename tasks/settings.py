@@ -9,6 +9,8 @@
 | `PREFECT_API_URL`      | Prefect server; unset = ephemeral server  | unset                             |
 | `PREFECT_HOME`         | Prefect's own state                       | `$GREYLAB_HOME/prefect`           |
 | `GREYLAB_DASK_ADDRESS` | existing Dask scheduler (`tcp://…`)       | unset = local cluster when asked  |
+| `GREYLAB_CACHE_DIR`    | cross-run result cache of the study tasks (`tasks/cache.py`) | `$GREYLAB_HOME/cache` |
+| `GREYLAB_CACHE_DAYS`   | days a cached result stays valid          | `30`                              |
 | `GREYLAB_PROJECT_DIR`  | project folder for deployed flow runs (pull step of `deployments/prefect.yaml`) | unset (`greylab serve` runs in place) |
 
 `apply_environment()` must run before `prefect` is imported (the CLI does it first), because
@@ -18,6 +20,7 @@ Prefect reads its settings at import time.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,13 +33,15 @@ class Settings:
     data_root: Path
     prefect_api_url: str | None
     dask_address: str | None
+    cache_dir: Path
+    cache_days: float
 
     @property
     def local_tracking(self) -> bool:
         return self.tracking_uri.startswith(("sqlite:", "file:")) or "://" not in self.tracking_uri
 
 
-def load_settings(environ: dict[str, str] | None = None) -> Settings:
+def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     env = os.environ if environ is None else environ
     home = Path(env.get("GREYLAB_HOME", ".greylab")).resolve()
     tracking_uri = env.get("MLFLOW_TRACKING_URI") or f"sqlite:///{home / 'mlflow.db'}"
@@ -51,7 +56,24 @@ def load_settings(environ: dict[str, str] | None = None) -> Settings:
         data_root=Path(env.get("GREYLAB_DATA_ROOT") or home / "data").resolve(),
         prefect_api_url=env.get("PREFECT_API_URL") or None,
         dask_address=env.get("GREYLAB_DASK_ADDRESS") or None,
+        cache_dir=Path(env.get("GREYLAB_CACHE_DIR") or home / "cache").resolve(),
+        cache_days=_positive_float(env, "GREYLAB_CACHE_DAYS", 30.0),
     )
+
+
+def _positive_float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not value > 0:
+        from methods.errors import InputError
+
+        raise InputError(f"environment variable {name}={raw[:40]!r}: expected a positive number")
+    return value
 
 
 def apply_environment() -> Settings:

@@ -1,0 +1,226 @@
+"""Cross-run result cache of the study tasks: keyed on everything a result depends on.
+
+A cached result must never outlive the code or data that made it. The key of a cached task
+(`StudyCache.compute_key`) is a SHA-256 over
+
+| part | what it covers |
+|---|---|
+| task source | the task function's own code (Prefect's `TASK_SOURCE`) |
+| `code_fingerprint()` | the greylab version and every `*.py` under `methods/`, `models/`, `schemas/`, and the task's module |
+| table inputs | the *content* (SHA-256 of the bytes) of every file named by a path input, not its name |
+| model inputs | built-in names by name (their code is in `models/`); a plugin `package.module:attribute` by the source of its module (all `*.py` of its top-level package when it is one) |
+| other inputs | their values (settings, sensors, sigma, split plans) |
+
+A table path that does not exist, or a plugin whose module cannot be found, yields no key:
+the task then runs uncached and reports its own clear error.
+
+Where: `$GREYLAB_CACHE_DIR`, default `$GREYLAB_HOME/cache` (Prefect result files, one per
+key). Expiry: `$GREYLAB_CACHE_DAYS` days (default 30) after a result was computed. `greylab
+cache clear` empties it; `--no-cache` / `cache: false` recomputes (and refreshes the entry).
+
+Known limit: a plugin module already imported in a long-lived Python process (a notebook) is
+not re-imported when its file changes; the key changes, so the result is recomputed, but with
+the code that process imported. The CLI and Prefect workers start a new process per run.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import os
+import shutil
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from prefect.cache_policies import TASK_SOURCE, CachePolicy
+from prefect.utilities.hashing import hash_objects
+
+from tasks.settings import load_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+NUMERICS = ("methods", "models", "schemas")
+BUILTIN_MODELS = frozenset({"M1", "M2", "M3"})
+
+
+def _hash_files(paths: Iterable[Path], root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(paths):
+        digest.update(str(path.relative_to(root)).encode())
+        digest.update(b"\0")
+        digest.update(path.read_bytes())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def source_tree_hash(root: Path, packages: Iterable[str] = NUMERICS) -> str:
+    """SHA-256 over the relative names and bytes of every `*.py` under `root/<package>`."""
+    files = [p for pkg in packages for p in (root / pkg).rglob("*.py") if p.is_file()]
+    return _hash_files(files, root)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("greylab")
+    except metadata.PackageNotFoundError:  # run from a source tree that is not installed
+        return "unknown"
+
+
+@functools.lru_cache(maxsize=4)
+def code_fingerprint(root: Path = ROOT) -> str:
+    """The greylab version plus a source hash of the numerical packages (once per process)."""
+    return f"{_version()}+{source_tree_hash(root)[:20]}"
+
+
+def file_digest(path: str | Path) -> str | None:
+    """SHA-256 of a file's bytes, or None when it cannot be read."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def model_fingerprint(reference: str) -> str | None:
+    """What a model reference's results depend on, beyond the greylab numerics.
+
+    Built-in names stand for code under `models/` (in `code_fingerprint`). A plugin
+    `package.module:attribute` is fingerprinted by its module's source file, or by every
+    `*.py` of its top-level package when the module lives in a package. None: the module
+    cannot be located (the task will say so).
+    """
+    if reference in BUILTIN_MODELS or ":" not in reference:
+        return f"builtin:{reference}"
+    module_name = reference.partition(":")[0]
+    try:
+        spec = importlib.util.find_spec(module_name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin or not Path(spec.origin).is_file():
+        return None
+    origin = Path(spec.origin).resolve()
+    top = module_name.split(".")[0]
+    files = [origin]
+    if "." in module_name or spec.submodule_search_locations:
+        top_spec = importlib.util.find_spec(top)
+        locations = list(top_spec.submodule_search_locations or []) if top_spec else []
+        files = [p.resolve() for loc in locations for p in Path(loc).rglob("*.py")] or files
+    root = Path(os.path.commonpath([str(f.parent) for f in files]))
+    return f"{reference}@{_hash_files(set(files), root)}"
+
+
+@dataclass
+class StudyCache(CachePolicy):
+    """Prefect cache policy of the study tasks (see the module docstring for the key).
+
+    `tables`: names of inputs that are table paths (hashed by content); `models`: names of
+    inputs that are model references (hashed by code).
+    """
+
+    tables: tuple[str, ...] = ()
+    models: tuple[str, ...] = ()
+    module_file: str | None = field(default=None)
+
+    def compute_key(
+        self,
+        task_ctx: Any,
+        inputs: dict[str, Any],
+        flow_parameters: dict[str, Any],
+        **kwargs: Any,
+    ) -> str | None:
+        parts: dict[str, Any] = {
+            "task": TASK_SOURCE.compute_key(task_ctx, inputs, flow_parameters, **kwargs),
+            "code": code_fingerprint(),
+            "module": file_digest(self.module_file) if self.module_file else None,
+        }
+        values: dict[str, Any] = {}
+        for name, value in sorted((inputs or {}).items()):
+            if name in self.tables:
+                value = file_digest(value)
+            elif name in self.models:
+                value = model_fingerprint(value)
+            if value is None and (name in self.tables or name in self.models):
+                return None  # unreadable input: run uncached, the task reports the problem
+            values[name] = value
+        parts["inputs"] = values
+        return hash_objects(parts, raise_on_failure=True)
+
+
+def cache_dir() -> Path:
+    return load_settings().cache_dir
+
+
+def cache_expiration() -> timedelta:
+    return timedelta(days=load_settings().cache_days)
+
+
+def cached(task: Any, *, enabled: bool) -> Any:
+    """`task` storing its results in the greylab cache; `enabled=False` recomputes and
+    refreshes the entry (the next cached run sees the fresh result)."""
+    return task.with_options(
+        result_storage=cache_dir(),
+        cache_expiration=cache_expiration(),
+        refresh_cache=not enabled,
+    )
+
+
+def was_cached(state: Any) -> bool:
+    """A task run's final state came from the cache (Prefect names it "Cached")."""
+    return getattr(state, "name", None) == "Cached"
+
+
+@dataclass
+class CacheUse:
+    """Which steps of one run came from the cache, in the order they ran."""
+
+    cached: list[str] = field(default_factory=list)
+    computed: list[str] = field(default_factory=list)
+
+    def record(self, step: str, state: Any) -> None:
+        (self.cached if was_cached(state) else self.computed).append(step)
+
+    @property
+    def status(self) -> str:
+        """"hit" (every step cached), "miss" (none) or "partial"."""
+        if not self.cached:
+            return "miss"
+        return "hit" if not self.computed else "partial"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "cached": list(self.cached), "computed": self.computed}
+
+    def tags(self) -> dict[str, str]:
+        steps = ",".join(self.cached)
+        return {
+            "greylab.cache": self.status,
+            "greylab.cached_steps": steps[:4900] if steps else "-",
+        }
+
+
+def clear_cache(directory: Path | None = None) -> dict[str, Any]:
+    """Delete every cached result; returns the folder, files and bytes removed."""
+    directory = directory or cache_dir()
+    files = [p for p in directory.rglob("*") if p.is_file()] if directory.is_dir() else []
+    size = sum(p.stat().st_size for p in files)
+    if directory.is_dir():
+        shutil.rmtree(directory)
+    return {"cache_dir": str(directory), "files_removed": len(files), "bytes_removed": size}
+
+
+def cache_info(directory: Path | None = None) -> dict[str, Any]:
+    directory = directory or cache_dir()
+    files = [p for p in directory.rglob("*") if p.is_file()] if directory.is_dir() else []
+    return {
+        "cache_dir": str(directory),
+        "files": len(files),
+        "bytes": sum(p.stat().st_size for p in files),
+        "expiry_days": load_settings().cache_days,
+        "code_fingerprint": code_fingerprint(),
+    }
