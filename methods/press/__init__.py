@@ -13,6 +13,7 @@ from methods.press.ellipsoid import Ellipsoid
 from methods.press.estimation import ParameterFit, fit_parameters
 from methods.press.hypothesis import (
     Correction,
+    FitNotConvergedError,
     Prepared,
     Statistic,
     combine_tests,
@@ -20,6 +21,7 @@ from methods.press.hypothesis import (
     prepare,
     run_split_batch,
 )
+from methods.press.lm import StopReason
 from methods.press.normality import NormalityReport, check_normality
 from methods.press.splits import Split, SplitKind, make_splits
 
@@ -28,6 +30,7 @@ __all__ = [
     "Criterion",
     "Detection",
     "Ellipsoid",
+    "FitNotConvergedError",
     "NormalityReport",
     "ParameterFit",
     "Prepared",
@@ -36,6 +39,7 @@ __all__ = [
     "Split",
     "SplitKind",
     "Statistic",
+    "StopReason",
     "check_normality",
     "combine_tests",
     "correct_to_setpoints",

@@ -3,15 +3,20 @@
 The tests of ``hypothesis`` differ only in their 0/1 weights, so all calibration and
 validation fits of a batch run together: one mapped CasADi call per LM iteration evaluates
 ``h`` and ``J`` for every fit, and the LM algebra is batched numpy (``(N, n_p, n_p)`` solves).
-This removes the per-fit Python overhead that dominates a one-fit-at-a-time loop.
+This removes the per-fit Python overhead that dominates a one-fit-at-a-time loop. The LM loop
+and its convergence test are those of ``methods.press.lm``, shared with the single fit.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from methods.press.core import CompiledModel
+from methods.press.core import EPS, CompiledModel
 from methods.press.covariance import COND_MAX
+from methods.press.lm import LMResult, Tolerances, levenberg_marquardt
+
+# split fits start at the full-data estimate, close to their optimum: a smaller budget
+BATCH_TOLERANCES = Tolerances(gtol=1e-8, xtol=1e-8, max_iter=60)
 
 
 class _Mapped:
@@ -79,47 +84,43 @@ def solve_ls_batch(
     lower: np.ndarray,
     upper: np.ndarray,
     *,
-    max_iter: int = 60,
-    xtol: float = 1e-8,
+    tol: Tolerances = BATCH_TOLERANCES,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """LM (same rules as ``core.solve_ls``, Gauss-Newton matrix) for N problems at once.
+    """The LM of ``methods.press.lm`` (Gauss-Newton matrix, no fallback) for N problems.
 
-    ``zbar``, ``wt``: (N, n_l). Returns estimates (N, n_p), costs (N,), converged (N,).
-    A rejected trial step raises that problem's damping and is retried next iteration.
+    ``zbar``, ``wt``: (N, n_l). Returns estimates (N, n_p), costs (N,), converged (N,): True
+    only where the shared convergence test (``methods.press.lm.stationarity``) passed, the
+    same test as the single fit's ``success``.
     """
+    res = solve_ls_batch_result(comp, q, zbar, wt, p0, scale, lower, upper, tol=tol)
+    return res.x * scale, res.cost, res.converged
+
+
+def solve_ls_batch_result(
+    comp: CompiledModel,
+    q: np.ndarray,
+    zbar: np.ndarray,
+    wt: np.ndarray,
+    p0: np.ndarray,
+    scale: np.ndarray,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    *,
+    tol: Tolerances = BATCH_TOLERANCES,
+) -> LMResult:
+    """As ``solve_ls_batch``, returning the full ``LMResult`` (scaled x, stop reasons)."""
     n = zbar.shape[0]
-    n_p = p0.size
     sw = np.sqrt(wt)
     lo, hi = lower / scale, upper / scale
-    X = np.tile(np.clip(p0 / scale, lo, hi), (n, 1))
-    h, J = eval_hJ_batch(comp, X * scale, q)
-    R = sw * (h - zbar)
-    cost = 0.5 * np.einsum("nl,nl->n", R, R)
-    lam = np.full(n, 1e-6)
-    done = np.zeros(n, dtype=bool)
-    eye = np.eye(n_p)
-    for _ in range(max_iter):
-        Js = sw[:, :, None] * J * scale
-        JsT = Js.transpose(0, 2, 1)
-        g = (JsT @ R[:, :, None])[..., 0]
-        A = JsT @ Js  # batched BLAS; einsum is several times slower here
-        d = np.maximum(np.einsum("npp->np", A), 1e-300)
-        dX = -np.linalg.solve(A + lam[:, None, None] * d[:, :, None] * eye, g[:, :, None])[..., 0]
-        dX[done] = 0.0
-        Xn = np.clip(X + dX, lo, hi)
-        hn, Jn = eval_hJ_batch(comp, Xn * scale, q)
-        Rn = sw * (hn - zbar)
-        cn = 0.5 * np.einsum("nl,nl->n", Rn, Rn)
-        acc = ~done & np.isfinite(cn) & (cn <= cost)
-        step = np.max(np.abs(Xn - X), axis=1)
-        X[acc], h[acc], J[acc], R[acc], cost[acc] = Xn[acc], hn[acc], Jn[acc], Rn[acc], cn[acc]
-        lam = np.where(acc, np.maximum(lam / 10.0, 1e-12), lam * 10.0)
-        conv = acc & (step <= xtol * (1.0 + np.max(np.abs(X), axis=1)))
-        done |= conv | (lam > 1e12)
-        if done.all():
-            break
-    ok = done & (lam <= 1e12)
-    return X * scale, cost, ok
+
+    def evaluate(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        with np.errstate(all="ignore"):
+            h, J = eval_hJ_batch(comp, X * scale, q)
+            e = EPS * sw * (np.abs(h) + np.abs(zbar))
+            return sw * (h - zbar), sw[:, :, None] * J * scale, e
+
+    x0 = np.tile(np.clip(p0 / scale, lo, hi), (n, 1))
+    return levenberg_marquardt(evaluate, x0, lo, hi, tol=tol)
 
 
 def covariance_batch(

@@ -1,4 +1,4 @@
-"""Compiled residual core: one CasADi Function per (model, n_q), then a small numpy LM solver.
+"""Compiled residual core: one CasADi Function per (model, n_q), then the LM solver of ``lm``.
 
 Because the model response ``h(p, q)`` (n_q, n_S) is the same for every series, the weighted
 least-squares cost over all residuals ``l = (i, j, k)`` with 0/1 weights ``w_ijk`` reduces
@@ -16,14 +16,20 @@ So a split or sensor mask is only a weight vector, and one compiled function ser
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from types import SimpleNamespace
 from typing import Any
 
 import casadi as ca
 import numpy as np
+from scipy import optimize
 
 from methods.errors import InputError
+from methods.press.lm import StopReason, Tolerances, levenberg_marquardt
+
+EPS = float(np.finfo(float).eps)
 
 
 class CompiledModel:
@@ -117,11 +123,77 @@ def compile_model(model: Any, n_q: int) -> CompiledModel:
 
 @dataclass(frozen=True)
 class LSResult:
+    """``p`` estimates (model units), ``cost`` 1/2 weighted RSS (aggregated), ``success``
+    (only when ``reason.converged``: the test of ``methods.press.lm``), ``message`` in words,
+    ``n_iter`` (all LM iterations, fallback included), ``reason``, ``optimality``
+    (``||P_J r|| / ||r||``) and ``condition`` (cond of the column-scaled Jacobian)."""
+
     p: np.ndarray
     cost: float
     success: bool
     message: str
     n_iter: int
+    reason: StopReason = StopReason.MAX_ITERATIONS
+    optimality: float = float("nan")
+    condition: float = float("nan")
+
+
+def _residual_fns(
+    comp: CompiledModel, q: np.ndarray, zbar: np.ndarray, wt: np.ndarray, scale: np.ndarray
+) -> tuple[
+    Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]], Callable[..., np.ndarray]
+]:
+    """Weighted residuals ``r = sqrt(wt) (h(x scale) - zbar)`` and scaled Jacobian for one
+    problem, in the (N = 1) batch layout of ``methods.press.lm``; and ``S`` scaled."""
+    sw = np.sqrt(wt)
+
+    def evaluate(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        with np.errstate(all="ignore"):
+            h, J = comp.eval_hJ(X[0] * scale, q)
+            e = EPS * sw * (np.abs(h) + np.abs(zbar))
+            return (sw * (h - zbar))[None], ((sw[:, None] * J) * scale)[None], e[None]
+
+    def second(X: np.ndarray, R: np.ndarray) -> np.ndarray:
+        with np.errstate(all="ignore"):
+            S = comp.eval_S(X[0] * scale, q, sw * R[0])
+        return (S * np.outer(scale, scale))[None]
+
+    return evaluate, second
+
+
+def _trf(
+    evaluate: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]],
+    x0: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    max_nfev: int,
+) -> np.ndarray | None:
+    """scipy's trust-region reflective (``x_scale='jac'``, exact Jacobian) from ``x0``; its
+    own stopping rules are not trusted: the caller polishes and tests the point."""
+    cache: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+
+    def ev(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        key = x.tobytes()
+        if key not in cache:
+            cache.clear()
+            r, J, _ = evaluate(x[None])
+            if not (np.isfinite(r).all() and np.isfinite(J).all()):
+                r, J = np.full_like(r, 1e150), np.zeros_like(J)
+            cache[key] = (r[0], J[0])
+        return cache[key]
+
+    x0 = np.clip(x0, lo, hi)
+    if np.isfinite(lo).any() or np.isfinite(hi).any():  # trf needs a strictly interior start
+        span = np.where(np.isfinite(hi - lo), hi - lo, 1.0)
+        x0 = np.clip(x0, lo + 1e-10 * span, hi - 1e-10 * span)
+    try:
+        res = optimize.least_squares(
+            lambda x: ev(x)[0], x0, jac=lambda x: ev(x)[1], bounds=(lo, hi), method="trf",
+            x_scale="jac", xtol=1e-15, ftol=1e-15, gtol=1e-15, max_nfev=max_nfev,
+        )  # fmt: skip
+    except (ValueError, np.linalg.LinAlgError):
+        return None
+    return np.asarray(res.x, float)
 
 
 def solve_ls(
@@ -134,58 +206,48 @@ def solve_ls(
     lower: np.ndarray,
     upper: np.ndarray,
     *,
-    max_iter: int = 100,
-    xtol: float = 1e-8,
+    tol: Tolerances = Tolerances(),  # noqa: B008 - frozen dataclass
     second_order: bool = True,
+    fallback: bool = True,
 ) -> LSResult:
-    """Levenberg-Marquardt on ``1/2 sum_l wt_l (h_l(p) - zbar_l)^2`` in scaled ``x = p / scale``.
+    """Minimise ``1/2 sum_l wt_l (h_l(p) - zbar_l)^2`` in scaled ``x = p / scale``.
 
-    ``zbar``, ``wt``: flat (n_q*n_S,). Gauss-Newton model ``J^T W J`` with LM damping; after
-    15 iterations without convergence (large residuals: GN converges only linearly) the full
-    Hessian ``J^T W J + S`` is used whenever it is positive definite. Bounds by
-    projection of each trial step (a bound hit is reported in the message).
+    ``zbar``, ``wt``: flat (n_q*n_S,). Levenberg-Marquardt of ``methods.press.lm`` (its
+    convergence test decides ``success``); full Hessian ``J^T W J + S`` after 15 iterations
+    when positive definite. If LM does not converge, fallback: scipy's trust-region
+    reflective (``x_scale='jac'``) from the start, then from LM's end point, each followed by
+    LM from trf's point (which must pass the same test). Bounds by projection.
     """
-    sw = np.sqrt(wt)
     lo, hi = lower / scale, upper / scale
-    x = np.clip(p0 / scale, lo, hi)
-    h, J = comp.eval_hJ(x * scale, q)
-    r = sw * (h - zbar)
-    cost = 0.5 * float(r @ r)
-    lam = 1e-6  # nearly Gauss-Newton: the press residuals are close to linear in 1/k
-    msg, ok = "maximum number of iterations reached", False
-    for it in range(1, max_iter + 1):
-        Js = (sw[:, None] * J) * scale
-        g = Js.T @ r
-        A = Js.T @ Js
-        if second_order and it > 15:
-            As = A + comp.eval_S(x * scale, q, wt * (h - zbar)) * np.outer(scale, scale)
-            if np.linalg.eigvalsh(0.5 * (As + As.T))[0] > 1e-12 * np.trace(A):
-                A = As
-        d = np.maximum(np.diag(A), 1e-300)
-        while True:
-            try:
-                dx = -np.linalg.solve(A + lam * np.diag(d), g)
-            except np.linalg.LinAlgError:
-                dx = -np.linalg.lstsq(A + lam * np.diag(d), g, rcond=None)[0]
-            x_new = np.clip(x + dx, lo, hi)
-            h_new, J_new = comp.eval_hJ(x_new * scale, q)
-            r_new = sw * (h_new - zbar)
-            cost_new = 0.5 * float(r_new @ r_new)
-            if np.isfinite(cost_new) and cost_new <= cost:
+    evaluate, second = _residual_fns(comp, q, zbar, wt, scale)
+    run = partial(
+        levenberg_marquardt, evaluate, lo=lo, hi=hi, tol=tol,
+        second_order=second if second_order else None,
+    )  # fmt: skip
+    x0 = np.clip(p0 / scale, lo, hi)
+    res = run(x0[None])
+    n_iter = int(res.n_iter[0])
+    best, via = res, ""
+    if fallback and not res.converged[0]:
+        for start, label in ((x0, "the start"), (res.x[0], "LM's end point")):
+            xt = _trf(evaluate, start, lo, hi, max_nfev=50 * tol.max_iter)
+            if xt is None:
+                continue
+            polished = run(xt[None])
+            n_iter += int(polished.n_iter[0])
+            if polished.converged[0] or polished.cost[0] < best.cost[0]:
+                best, via = polished, f" after trust-region-reflective fallback from {label}"
+            if best.converged[0]:
                 break
-            lam *= 10.0
-            if lam > 1e12:
-                return LSResult(x * scale, cost, cost == 0.0, "no descent step found", it)
-        step = float(np.max(np.abs(x_new - x)))
-        small_gain = cost - cost_new <= 1e-15 * max(cost, 1e-300)
-        x, h, J, r, cost = x_new, h_new, J_new, r_new, cost_new
-        lam = max(lam / 10.0, 1e-12)
-        if step <= xtol * (1.0 + float(np.max(np.abs(x)))) or (small_gain and step < 1e-6):
-            msg, ok = "converged (relative step below tolerance)", True
-            break
-    if ok and (np.any(x <= lo) or np.any(x >= hi)):
-        msg = "converged at a parameter bound"
-    return LSResult(x * scale, cost, ok, msg, it)
+    reason = best.reasons[0]
+    x = best.x[0]
+    msg = reason.text + (via if reason.converged else "")
+    if reason.converged and (np.any(x <= lo) or np.any(x >= hi)):
+        msg += " at a parameter bound"
+    return LSResult(
+        x * scale, float(best.cost[0]), reason.converged, msg, n_iter, reason,
+        float(best.test.optimality[0]), float(best.test.condition[0]),
+    )  # fmt: skip
 
 
 def parameter_arrays(

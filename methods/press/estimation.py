@@ -31,7 +31,9 @@ class ParameterFit:
     ``covariance_first_order`` C1; ``success``/``message`` of the solver; ``cost`` =
     1/2 sum of squared weighted residuals; ``n_residuals``; ``identifiable``; ``condition``
     (scaled information); ``sigma`` (um per sensor) and ``sigma_source`` ("sheet" or
-    "repeats"); ``warnings``; ``model``; ``sensors`` used.
+    "repeats"); ``warnings``; ``model``; ``sensors`` used; ``n_iterations``; ``stop_reason``
+    the value of ``methods.press.lm.StopReason`` (``success`` is True only for "gradient",
+    "step" or "precision": the shared convergence test passed).
     """
 
     model: str
@@ -49,6 +51,7 @@ class ParameterFit:
     sensors: tuple[str, ...]
     warnings: tuple[str, ...]
     n_iterations: int = 0
+    stop_reason: str = ""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -99,6 +102,7 @@ class ParameterFit:
             "sensors": list(self.sensors),
             "warnings": list(self.warnings),
             "n_iterations": int(self.n_iterations),
+            "stop_reason": self.stop_reason,
         }
         json.dumps(d)  # plain JSON types only
         return d
@@ -216,4 +220,5 @@ def fit_parameters(
         sensors=data.sensors,
         warnings=tuple(warnings),
         n_iterations=res.n_iter,
+        stop_reason=res.reason.value,
     )

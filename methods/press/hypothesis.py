@@ -12,6 +12,17 @@ validation set; ``d = p_val - p_cal``;
 ``alpha_(r) < TOL / (n_tests - r)``, r = 0.., stop at the first failure). The model is
 rejected ("model uncertainty detected") when any test rejects.
 
+Failed fits: a test counts only when both its fits passed the solver's convergence test
+(``methods.press.lm``) and are identifiable; otherwise it gets no p-value (``alpha_min`` and
+``T`` NaN, ``ok`` False, ``failure`` says why), never rejects, and is counted in
+``n_failed``. Rule: when more than ``MAX_FAILED_FRACTION`` (10 %) of the tests run failed,
+or fewer than ``MIN_VALID_TESTS`` (1) remain, the verdict is "inconclusive" (``rejected``
+False, ``inconclusive`` True) whatever the others say: the converged fits are then a
+selected subset, and their p-values are no longer uniform under a correct model. The family
+size of the correction stays ``n_tests`` (failed tests included: conservative).
+``prepare`` refuses (``FitNotConvergedError``, an ``InputError``) when the full-data fit,
+the start of every split fit, does not converge.
+
 Batch interface for orchestration: ``prepare`` -> ``make_splits`` -> ``run_split_batch``
 (any partition of the splits, in any process) -> ``combine_tests``.
 """
@@ -34,6 +45,13 @@ from methods.press.data import resolve_sigma
 from methods.press.detection import Detection
 from methods.press.estimation import fit_parameters, model_data
 from methods.press.splits import Split, SplitKind, make_splits, parse_enum
+
+MAX_FAILED_FRACTION = 0.10
+MIN_VALID_TESTS = 1
+
+
+class FitNotConvergedError(InputError):
+    """The full-data fit did not converge: no test can be built on it."""
 
 
 class Statistic(StrEnum):
@@ -79,21 +97,36 @@ def prepare(
     sigma: Mapping[str, float] | pd.DataFrame | None = None,
     statistic: Statistic | str = Statistic.DIFFERENCE,
 ) -> Prepared:
-    """Validate inputs, fit on all data (start values for the splits), pack arrays."""
+    """Validate inputs, fit on all data (start values for the splits), pack arrays.
+
+    Raises ``FitNotConvergedError`` (an ``InputError``) when the full-data fit does not pass
+    the convergence test: every split fit would start from an arbitrary point.
+    """
     stat = parse_enum(Statistic, statistic, "statistic")
     data, cols = model_data(model, table, sensors)
     sig, _ = resolve_sigma(sigma, data)
     names, _, scale, lo, hi = parameter_arrays(model)
     full = fit_parameters(model, table, sensors=data.sensors, sigma=dict(zip(data.sensors, sig)))
+    if not full.success:
+        name = getattr(model, "name", type(model).__name__)
+        raise FitNotConvergedError(
+            f"model {name!r} on sensors {list(data.sensors)}: the fit on all data did not"
+            f" converge ({full.message}; cost {full.cost:.4g} after {full.n_iterations}"
+            f" iterations, parameters {full.parameters}); the split tests start from it, so no"
+            " verdict is possible: check the model's start values and bounds, the sensors"
+            " and the data"
+        )
     return Prepared(
         model, tuple(names), data.sensors, data.z, cols, sig, data.setpoints, data.loading,
         full.values, scale, lo, hi, stat,
     )  # fmt: skip
 
 
-def _fit_many(prep: Prepared, W: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Estimates (N, n_p), covariances C (N, n_p, n_p) and ok flags for 0/1 weights W
-    (N, n_M, n_q) over (series, step); all fits of the batch run vectorised."""
+def _fit_many(
+    prep: Prepared, W: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Estimates (N, n_p), covariances C (N, n_p, n_p), converged (N,) and identifiable (N,)
+    flags for 0/1 weights W (N, n_M, n_q) over (series, step); the batch runs vectorised."""
     n, n_q = W.shape[0], prep.z.shape[1]
     cnt = W.sum(axis=1)  # (N, n_q)
     zsum = np.einsum("nmq,mqs->nqs", W, prep.z)
@@ -110,7 +143,7 @@ def _fit_many(prep: Prepared, W: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
         comp, prep.setpoints, zbar, wt, prep.start, prep.scale, prep.lower, prep.upper
     )
     C, ident = covariance_batch(comp, prep.setpoints, P, zbar, wt, prep.scale)
-    return P, C, ok & ident
+    return P, C, ok, ident
 
 
 def statistic_value(d: np.ndarray, C_cal: np.ndarray, C_val: np.ndarray, kind: Statistic) -> float:
@@ -124,7 +157,10 @@ def run_split_batch(
     prepared: Prepared, splits: Sequence[Split], *, statistic: Statistic | str | None = None
 ) -> pd.DataFrame:
     """Run the tests of ``splits``; one row per split (columns: test, axis, cal, val,
-    p_cal_<name>, p_val_<name>, T, alpha_min, ok). ``statistic`` overrides the prepared one.
+    p_cal_<name>, p_val_<name>, T, alpha_min, ok, failure). ``statistic`` overrides the
+    prepared one. A test whose calibration or validation fit did not converge or is not
+    identifiable has ``ok`` False, ``T`` and ``alpha_min`` NaN and the reason in ``failure``
+    ("" when ok).
     """
     kind = (
         prepared.statistic if statistic is None else parse_enum(Statistic, statistic, "statistic")
@@ -135,12 +171,20 @@ def run_split_batch(
         return pd.DataFrame()
     masks = [sp.masks(n_m, n_q) for sp in splits]
     W = np.stack([m[0] for m in masks] + [m[1] for m in masks])
-    P, C, ok = _fit_many(prepared, W)
+    P, C, conv, ident = _fit_many(prepared, W)
     k = len(splits)
     rows = []
     for t, sp in enumerate(splits):
         p_cal, p_val = P[t], P[k + t]
-        T = statistic_value(p_val - p_cal, C[t], C[k + t], kind)
+        why = [
+            f"{side} fit {what}"
+            for side, i in (("calibration", t), ("validation", k + t))
+            for what, bad in (("did not converge", not conv[i]), ("not identifiable", not ident[i]))
+            if bad
+        ]
+        T = statistic_value(p_val - p_cal, C[t], C[k + t], kind) if not why else np.nan
+        if not why and not np.isfinite(T):
+            why.append("statistic not finite")
         row: dict[str, Any] = {
             "test": sp.test,
             "axis": sp.axis,
@@ -151,7 +195,8 @@ def run_split_batch(
         row.update({f"p_val_{n}": v for n, v in zip(prepared.names, p_val.tolist())})
         row["T"] = T
         row["alpha_min"] = float(special.chdtrc(n_p, T)) if np.isfinite(T) else np.nan
-        row["ok"] = bool(ok[t] and ok[k + t] and np.isfinite(T))
+        row["ok"] = not why
+        row["failure"] = "; ".join(why)
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -201,14 +246,26 @@ def combine_tests(
     rej, thr = decisions(np.concatenate([alpha, np.ones(m - len(tests))]), tol, corr)
     tests = tests.assign(threshold=thr[: len(tests)], rejected=rej[: len(tests)])
     warnings = []
-    n_bad = int((~tests["ok"].astype(bool)).sum()) if "ok" in tests else 0
-    if n_bad:
-        warnings.append(f"{n_bad} test(s) with a failed or unidentifiable fit (never reject)")
+    ok = tests["ok"].astype(bool).to_numpy() if "ok" in tests else np.isfinite(alpha)
+    ok = ok & np.isfinite(alpha)
+    n_failed = int((~ok).sum())
+    n_valid = len(tests) - n_failed
+    inconclusive = n_failed > MAX_FAILED_FRACTION * len(tests) or n_valid < MIN_VALID_TESTS
+    if n_failed:
+        warnings.append(
+            f"{n_failed} of {len(tests)} test(s) with a failed or unidentifiable fit: no p-value,"
+            " never reject"
+        )
+    if inconclusive:
+        warnings.append(
+            f"verdict inconclusive: {n_failed} of {len(tests)} tests failed (more than"
+            f" {MAX_FAILED_FRACTION:.0%} or fewer than {MIN_VALID_TESTS} valid test(s) left)"
+        )
     return Detection(
         model=model, split=split, statistic=str(statistic), correction=corr.value,
-        tol=float(tol), n_tests=m, rejected=bool(rej.any()), alpha_min=alpha,
-        threshold=float(tol / m), tests=tests, n_rejections=int(rej.sum()),
-        warnings=tuple(warnings),
+        tol=float(tol), n_tests=m, rejected=bool(rej.any()) and not inconclusive,
+        alpha_min=alpha, threshold=float(tol / m), tests=tests, n_rejections=int(rej.sum()),
+        warnings=tuple(warnings), n_failed=n_failed, inconclusive=inconclusive,
     )  # fmt: skip
 
 

@@ -1,0 +1,304 @@
+"""Levenberg-Marquardt for N least-squares problems at once, with one convergence test.
+
+Each problem n minimises ``F(x) = 1/2 ||r(x)||^2`` over scaled parameters ``x`` (``p = x *
+scale``) in a box ``lo <= x <= hi``, given an evaluator ``x -> (r, J)`` (weighted residuals
+(N, m), Jacobian (N, m, n_p)). The single fit (``core.solve_ls``, N = 1) and the batched split
+fits (``batch.solve_ls_batch``) both run this loop and, above all, the same test:
+
+Convergence test (``stationarity``), at the point x with Jacobian J and residual r, on the
+free parameters F (a parameter at a bound whose descent direction leaves the box is held):
+
+- column scaling ``D_i = ||J_i||``, ``Jn = J D^-1`` (Jacobian-based scaling, so the test does
+  not depend on parameter units or on the size of any one parameter);
+- singular: a column with ``D_i = 0`` or non-finite, or ``cond(Jn_F) > COND_JAC_MAX``: the
+  minimiser is not isolated (a parameter ran to an asymptote or is not determined), never a
+  success;
+- gradient (first-order optimality): ``||P_J r|| <= gtol ||r||``, ``P_J`` the orthogonal
+  projector on the range of ``J_F``. ``(||P_J r|| / ||r||)^2`` is the relative cost decrease
+  a Gauss-Newton step predicts, so this is also the "no decrease left" check; it is
+  ``max_i |J_i^T r| / (||J_i|| ||r||)`` (MINPACK's scaled gradient) up to the conditioning.
+  A solver that can make no further progress (no descent step at any damping, or the budget
+  spent) has converged to working precision (``PRECISION``) when the predicted decrease
+  ``1/2 ||P_J r||^2`` is below 10x the rounding error of the cost ``sum_l |r_l| e_l``
+  (``e_l = eps (|h_l| + |z_l|)`` weighted): no decrease is measurable in float64 (a very good
+  fit of large values). This is only a fallback verdict: as a test it would stop early;
+- step: the Gauss-Newton step ``u = -(J_F^T J_F)^-1 J_F^T r`` is below ``xtol`` relative in
+  EVERY component: ``|u_i| <= xtol max(|x_i|, s_i, sqrt(eps))`` with ``s_i`` the standard
+  error ``sqrt(2F/(m - n_p) [(J^T J)^-1]_ii)`` (a step far below a parameter's uncertainty
+  changes nothing; this route certifies zero-residual problems, where ``r`` is rounding noise
+  and its angle to ``J`` is meaningless).
+
+Success means: not singular, finite, and (gradient or step, or precision when stuck). A small damped LM step alone
+never counts (that was the false convergence of a runaway parameter: heavy damping makes
+steps small anywhere).
+
+Solver: LM steps ``(A + lam diag(d)) v = -g`` with ``A = J^T J`` (or ``J^T J + S``, the full
+Hessian, after 15 iterations when positive definite and a second-order evaluator is given:
+large residuals make Gauss-Newton converge only linearly), Moré's scaling ``d_i = max over
+iterations of A_ii`` (Marquardt's current ``A_ii`` lets the damping of a vanishing column
+vanish, and the parameter runs away), Nielsen's damping update (``lam *= max(1/3, 1 - (2 rho -
+1)^3)`` on success, ``lam *= nu, nu *= 2`` on failure, ``rho`` = actual / predicted
+decrease), a trial accepted when the cost does not increase; bounds by projection. The
+iteration budget grows by half (up to 4x) while the cost still falls steadily.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+
+COND_JAC_MAX = 1e10  # cond(Jn) above this: the column directions are numerically dependent
+SQRT_EPS = float(np.sqrt(np.finfo(float).eps))
+LAM_MAX = 1e16
+ROUNDING_FACTOR = 10.0  # margin on the first-order rounding error of the cost
+
+
+class StopReason(StrEnum):
+    """Why the solver stopped; ``GRADIENT`` and ``STEP`` are the converged ones."""
+
+    GRADIENT = "gradient"
+    STEP = "step"
+    PRECISION = "precision"
+    MAX_ITERATIONS = "max_iterations"
+    NO_DESCENT = "no_descent"
+    SINGULAR = "singular"
+    NOT_FINITE = "not_finite"
+
+    @property
+    def converged(self) -> bool:
+        return self in (StopReason.GRADIENT, StopReason.STEP, StopReason.PRECISION)
+
+    @property
+    def text(self) -> str:
+        return _TEXT[self]
+
+
+_TEXT = {
+    StopReason.GRADIENT: "converged (first-order optimality: the Gauss-Newton model predicts"
+    " no further relative decrease)",
+    StopReason.STEP: "converged (Gauss-Newton step below tolerance in every parameter)",
+    StopReason.PRECISION: "converged to working precision (no descent step left and the"
+    " Gauss-Newton predicted decrease is below the rounding error of the cost)",
+    StopReason.MAX_ITERATIONS: "not converged: iteration budget exhausted before the"
+    " optimality test passed",
+    StopReason.NO_DESCENT: "not converged: no descent step found at a point that is not stationary",
+    StopReason.SINGULAR: "not converged: Jacobian rank-deficient at the final point (a"
+    " parameter ran to an asymptote or is not determined by the data)",
+    StopReason.NOT_FINITE: "not converged: the model returned non-finite values",
+}
+_ORDER = list(StopReason)
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    """``gtol``: relative Gauss-Newton decrease ``||P_J r|| / ||r||``; ``xtol``: relative
+    Gauss-Newton step per component; ``max_iter``: base budget (grows while progress is
+    steady, at most ``4 max_iter``); ``second_order_after``: iterations before the full
+    Hessian is tried (never, if no second-order evaluator)."""
+
+    gtol: float = 1e-10
+    xtol: float = 1e-10
+    max_iter: int = 200
+    second_order_after: int = 15
+    lam0: float = 1e-6  # nearly Gauss-Newton: the press residuals are close to linear in 1/k
+
+
+@dataclass(frozen=True)
+class Stationarity:
+    """Per problem (N,): ``optimality`` ``||P_J r|| / ||r||``; ``step`` max_i of
+    ``|u_i| / (xtol-floor_i)`` / xtol (<= 1 passes); ``condition`` cond(Jn_F); ``code``:
+    index into StopReason of GRADIENT, STEP, SINGULAR, NOT_FINITE, or -1 (none passed);
+    ``at_precision``: the predicted decrease is below the cost's rounding error (used only
+    when the solver can make no further progress: then PRECISION)."""
+
+    optimality: np.ndarray
+    step: np.ndarray
+    condition: np.ndarray
+    code: np.ndarray
+    at_precision: np.ndarray
+
+    @property
+    def converged(self) -> np.ndarray:
+        return (self.code == _ORDER.index(StopReason.GRADIENT)) | (
+            self.code == _ORDER.index(StopReason.STEP)
+        )
+
+
+def stationarity(
+    J: np.ndarray,
+    r: np.ndarray,
+    x: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    noise: np.ndarray | None = None,
+    *,
+    gtol: float = Tolerances.gtol,
+    xtol: float = Tolerances.xtol,
+) -> Stationarity:
+    """The convergence test of the module docstring for J (N, m, n_p), r (N, m), x (N, n_p);
+    ``lo``/``hi`` (n_p,) the scaled box; ``noise`` (N, m) the rounding level of each residual
+    (``eps (|sqrt(w) h| + |sqrt(w) z|)``), optional. The one implementation used by every
+    solver here."""
+    n, m, n_p = J.shape
+    finite = np.isfinite(r).all(axis=1) & np.isfinite(J).all(axis=(1, 2))
+    J = np.where(finite[:, None, None], J, 0.0)
+    r = np.where(finite[:, None], r, 0.0)
+    g = np.einsum("nmp,nm->np", J, r)  # gradient of 1/2 ||r||^2
+    held = ((x <= lo) & (g > 0)) | ((x >= hi) & (g < 0))  # descent leaves the box: KKT ok
+    D = np.sqrt(np.einsum("nmp,nmp->np", J, J))
+    dead = (D <= 0) & ~held
+    Ds = np.where(D > 0, D, 1.0)
+    Jn = J / Ds[:, None, :] * ~held[:, None, :]
+    G = np.einsum("nmp,nmq->npq", Jn, Jn) + held[:, :, None] * np.eye(n_p)
+    w, V = np.linalg.eigh(G)
+    cond = np.where(w[:, 0] > 0, w[:, -1] / np.maximum(w[:, 0], 1e-300), np.inf)
+    cond = np.sqrt(np.maximum(cond, 1.0))  # of Jn, not of the Gram matrix
+    singular = dead.any(axis=1) | ~(cond <= COND_JAC_MAX)
+    gn = np.where(held, 0.0, g / Ds)
+    c = np.einsum("npq,np->nq", V, gn)  # V^T gn
+    wi = 1.0 / np.maximum(w, 1e-300)
+    rr = np.einsum("nm,nm->n", r, r)
+    pr2 = np.einsum("nq,nq,nq->n", c, c, wi)  # ||P_J r||^2 = gn^T G^-1 gn
+    with np.errstate(divide="ignore", invalid="ignore"):
+        opt = np.where(rr > 0, np.sqrt(np.maximum(pr2, 0.0) / rr), 0.0)
+        # predicted decrease 1/2 ||P_J r||^2 below the rounding error of the cost itself
+        # (sum_l |r_l| e_l, first order): no decrease can be measured, optimal to working
+        # precision (MINPACK's "no further reduction possible", here a tested success)
+        if noise is None:
+            floor_ok = np.zeros(n, dtype=bool)
+        else:
+            d_cost = np.einsum("nm,nm->n", np.abs(r), np.where(finite[:, None], noise, 0.0))
+            floor_ok = 0.5 * pr2 <= ROUNDING_FACTOR * d_cost
+    u = -np.einsum("npq,nq->np", V, c * wi) / Ds  # Gauss-Newton step in x
+    Ginv_diag = np.einsum("npq,nq,npq->np", V, wi[:, :], V) / Ds**2
+    s = np.sqrt(np.maximum(rr / max(m - n_p, 1), 0.0)[:, None] * Ginv_diag)
+    floor = np.maximum(np.maximum(np.abs(x), s), SQRT_EPS)
+    step = np.max(np.where(held, 0.0, np.abs(u) / floor), axis=1) / xtol
+    code = np.full(n, -1)
+    code[step <= 1.0] = _ORDER.index(StopReason.STEP)
+    code[opt <= gtol] = _ORDER.index(StopReason.GRADIENT)
+    code[singular] = _ORDER.index(StopReason.SINGULAR)
+    code[~finite] = _ORDER.index(StopReason.NOT_FINITE)
+    return Stationarity(opt, step, cond, code, floor_ok & ~singular & finite)
+
+
+@dataclass(frozen=True)
+class LMResult:
+    """Per problem: ``x`` (N, n_p) scaled estimates, ``cost`` (N,) ``1/2 ||r||^2``,
+    ``reasons`` (N,) StopReason, ``n_iter`` (N,), ``test`` the final ``Stationarity``."""
+
+    x: np.ndarray
+    cost: np.ndarray
+    reasons: tuple[StopReason, ...]
+    n_iter: np.ndarray
+    test: Stationarity
+
+    @property
+    def converged(self) -> np.ndarray:
+        return np.array([r.converged for r in self.reasons], dtype=bool)
+
+
+Evaluate = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
+SecondOrder = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def levenberg_marquardt(
+    evaluate: Evaluate,
+    x0: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    *,
+    tol: Tolerances = Tolerances(),
+    second_order: SecondOrder | None = None,
+) -> LMResult:
+    """Run LM (module docstring) from ``x0`` (N, n_p). ``evaluate(X) -> (r (N, m), J (N, m,
+    n_p), e (N, m))`` in scaled parameters, ``e`` the rounding level of r (see
+    ``stationarity``); ``second_order(X, r) -> S (N, n_p, n_p)`` with ``S =
+    sum_l r_l Hess r_l`` (scaled), optional."""
+    X = np.clip(np.array(x0, dtype=float), lo, hi)
+    n, n_p = X.shape
+    eye = np.eye(n_p)
+    R, J, E = evaluate(X)
+    cost = 0.5 * np.einsum("nm,nm->n", R, R)
+    lam = np.full(n, tol.lam0)
+    nu = np.full(n, 2.0)
+    test = stationarity(J, R, X, lo, hi, E, gtol=tol.gtol, xtol=tol.xtol)
+    code = test.code.copy()
+    done = code >= 0
+    d = np.zeros((n, n_p))
+    n_iter = np.zeros(n, dtype=int)
+    budget, window = tol.max_iter, max(tol.max_iter // 4, 5)
+    history = [cost.copy()]
+    it = 0
+    while not done.all():
+        if it >= budget:
+            # steady progress: the cost still fell by > 1e-8 relative over the last window
+            old = history[max(len(history) - window, 0)]
+            steady = ~done & (old - cost > 1e-8 * np.maximum(cost, 1e-300))
+            if budget < 4 * tol.max_iter and steady.any():
+                code[~done & ~steady] = _ORDER.index(StopReason.MAX_ITERATIONS)
+                done |= ~steady
+                budget += tol.max_iter // 2
+            else:
+                code[~done] = _ORDER.index(StopReason.MAX_ITERATIONS)
+                break
+        it += 1
+        act = ~done
+        n_iter[act] += 1
+        JT = J.transpose(0, 2, 1)
+        g = (JT @ R[:, :, None])[..., 0]
+        A = JT @ J
+        d = np.maximum(d, np.einsum("npp->np", A))
+        dd = np.maximum(d, 1e-300 + 1e-16 * d.max(axis=1, keepdims=True))
+        if second_order is not None and it > tol.second_order_after:
+            As = A + second_order(X, R)
+            As = 0.5 * (As + As.transpose(0, 2, 1))
+            pd = np.linalg.eigvalsh(As)[:, 0] > 1e-12 * np.einsum("npp->n", A)
+            A = np.where(pd[:, None, None], As, A)
+        Mlam = A + lam[:, None, None] * dd[:, :, None] * eye
+        try:
+            v = -np.linalg.solve(Mlam, g[:, :, None])[..., 0]
+        except np.linalg.LinAlgError:
+            v = -np.stack([np.linalg.lstsq(Mi, gi, rcond=None)[0] for Mi, gi in zip(Mlam, g)])
+        v[done] = 0.0
+        Xn = np.clip(X + v, lo, hi)
+        s = Xn - X
+        pred = -(np.einsum("np,np->n", g, s) + 0.5 * np.einsum("np,npq,nq->n", s, A, s))
+        Rn, Jnew, En = evaluate(Xn)
+        cn = 0.5 * np.einsum("nm,nm->n", Rn, Rn)
+        with np.errstate(invalid="ignore", over="ignore"):
+            good = np.isfinite(cn) & np.isfinite(Jnew).all(axis=(1, 2))
+            acc = act & good & (cn <= cost)
+            rho = np.where(pred > 0, (cost - cn) / np.where(pred > 0, pred, 1.0), 0.0)
+        X[acc], R[acc], J[acc], E[acc], cost[acc] = Xn[acc], Rn[acc], Jnew[acc], En[acc], cn[acc]
+        upd = np.maximum(1.0 / 3.0, 1.0 - (2.0 * np.clip(rho, 0.0, 1.0) - 1.0) ** 3)
+        lam = np.where(acc, np.maximum(lam * upd, 1e-15), lam * nu)
+        nu = np.where(acc, 2.0, np.minimum(nu * 2.0, 1e6))
+        history.append(cost.copy())
+        if acc.any():
+            t = stationarity(J[acc], R[acc], X[acc], lo, hi, E[acc], gtol=tol.gtol, xtol=tol.xtol)
+            idx = np.flatnonzero(acc)
+            hit = t.code >= 0
+            code[idx[hit]] = t.code[hit]
+            done[idx[hit]] = True
+        stuck = act & ~done & (lam > LAM_MAX)
+        code[stuck] = _ORDER.index(StopReason.NO_DESCENT)
+        done |= stuck
+    final = stationarity(J, R, X, lo, hi, E, gtol=tol.gtol, xtol=tol.xtol)
+    # a failure at a singular point says so (runaway parameter); a stuck solver at a point
+    # where no decrease is measurable has converged to working precision
+    fail = ~np.isin(code, [_ORDER.index(StopReason.GRADIENT), _ORDER.index(StopReason.STEP)])
+    sing = fail & (final.code == _ORDER.index(StopReason.SINGULAR))
+    code[sing] = final.code[sing]
+    stuck_ok = (
+        np.isin(
+            code, [_ORDER.index(StopReason.NO_DESCENT), _ORDER.index(StopReason.MAX_ITERATIONS)]
+        )
+        & final.at_precision
+    )
+    code[stuck_ok] = _ORDER.index(StopReason.PRECISION)
+    reasons = tuple(_ORDER[c] for c in code)
+    return LMResult(X, cost, reasons, n_iter, final)
