@@ -1,4 +1,4 @@
-"""Inverse dynamics benchmark (METHODS.md §3).
+"""Inverse dynamics benchmark (docs/methods.md §3).
 
 1. Convergence orders of the controls against exact flat solutions (two-mass, planar crane):
    max error of the controls for h, h/2, h/4 and the observed orders log2(e_h / e_{h/2}).

@@ -12,7 +12,7 @@ from methods.errors import InputError
 
 app = typer.Typer(
     rich_markup_mode="markdown",
-    help="Structure and parameter identification of drive trains (METHODS.md §2).",
+    help="Structure and parameter identification of drive trains (docs/methods.md §2).",
     no_args_is_help=True,
 )
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]

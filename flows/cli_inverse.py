@@ -1,4 +1,4 @@
-"""`greylab inverse …`: feedforward controls of underactuated systems (METHODS.md §3).
+"""`greylab inverse …`: feedforward controls of underactuated systems (docs/methods.md §3).
 
     greylab inverse list [--json]
     greylab inverse run SYSTEM [--demand FILE.yaml] [--method euler|bdf2|radau] [--dt 1e-3]
@@ -22,7 +22,7 @@ from methods.errors import InputError
 
 app = typer.Typer(
     rich_markup_mode="markdown",
-    help="Inverse dynamics of underactuated systems in partly specified motion (METHODS.md §3).",
+    help="Inverse dynamics of underactuated systems in partly specified motion (docs/methods.md §3).",
     no_args_is_help=True,
 )
 

@@ -1,5 +1,5 @@
 """Flow `inverse-simulation`: feedforward controls of underactuated systems in partly
-specified motion (METHODS.md §3), several systems x step sizes in parallel, all tracked.
+specified motion (docs/methods.md §3), several systems x step sizes in parallel, all tracked.
 
 check settings (names, parameters, demand) -> one task per system x step size (solve, forward
 check, error vs exact) -> one MLflow child run per simulation under a parent run -> summary.

@@ -1,7 +1,7 @@
 """Pure numerical core of greylab.
 
 Imports numpy, scipy, casadi and pandas only: never prefect or mlflow (a test enforces it).
-The press API (METHODS.md section 1) is re-exported here for notebooks and flows.
+The press API (docs/methods.md section 1) is re-exported here for notebooks and flows.
 """
 
 from methods.errors import InputError

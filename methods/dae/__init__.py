@@ -1,4 +1,4 @@
-"""Inverse dynamics of underactuated systems in partly specified motion (METHODS.md §3).
+"""Inverse dynamics of underactuated systems in partly specified motion (docs/methods.md §3).
 
 Public API::
 

@@ -1,6 +1,6 @@
 """Servo-constraint problems: declare with CasADi symbols, then ``setup()`` validates and freezes.
 
-Equations of motion (METHODS.md §3 sign convention; ``n`` coordinates, ``m < n`` controls)::
+Equations of motion (docs/methods.md §3 sign convention; ``n`` coordinates, ``m < n`` controls)::
 
     q' = A(q) v                              (A = I unless set_kinematics is called)
     M(q) v' + d(q, v) = f(q, v) - B(q, v)^T u

@@ -1,4 +1,4 @@
-"""Projection of the equations of motion by coordinate partitioning (METHODS.md §3).
+"""Projection of the equations of motion by coordinate partitioning (docs/methods.md §3).
 
 ``C_v = [U W]`` after a column permutation with ``W`` (m x m) invertible; the null-space matrix
 is ``D = [I; -W^-1 U]`` (n x k, ``C_v D = 0``), permuted back. The partition is chosen

@@ -1,4 +1,4 @@
-"""Degenerate genetic programming for drive-train structures (METHODS.md §2)."""
+"""Degenerate genetic programming for drive-train structures (docs/methods.md §2)."""
 
 from methods.gp.evaluate import (
     Evaluation,

@@ -1,4 +1,4 @@
-"""Model-uncertainty detection for the press (METHODS.md section 1).
+"""Model-uncertainty detection for the press (docs/methods.md section 1).
 
 Pipeline: ``correct_to_setpoints`` -> ``check_normality`` -> ``sensor_design`` ->
 ``fit_parameters`` -> ``detect_model_uncertainty`` (or, for orchestration, ``prepare`` ->

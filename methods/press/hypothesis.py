@@ -1,4 +1,4 @@
-"""Detection of model uncertainty (METHODS.md section 1, Algorithm 1, with a calibrated statistic).
+"""Detection of model uncertainty (docs/methods.md section 1, Algorithm 1, with a calibrated statistic).
 
 For each split: fit ``p_cal, C_cal`` on the calibration set and ``p_val, C_val`` on the
 validation set; ``d = p_val - p_cal``;

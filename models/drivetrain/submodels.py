@@ -1,6 +1,6 @@
 """The drive-train vocabulary: submodels, their parameters and the construction rules.
 
-Paper codes (Tantau et al. 2019, METHODS.md §2): 1 one-mass, 2 two-mass, 3 three-mass,
+Paper codes (Tantau et al. 2019, docs/methods.md §2): 1 one-mass, 2 two-mass, 3 three-mass,
 4 four-mass (rotary ladder ``J_i, c_i, d_i``; actuator and sensor at inertia 1), 5 Coulomb,
 6 viscous, 7 Stribeck, 8 gravity (constant torque), 9 backlash (between inertias 1 and 2),
 10 current control (PT1), 11 input delay.

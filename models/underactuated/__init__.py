@@ -1,4 +1,4 @@
-"""Underactuated systems in partly specified motion (METHODS.md §3, seed 002).
+"""Underactuated systems in partly specified motion (docs/methods.md §3, seed 002).
 
 ``get_system(name, overrides) -> System`` (problem, default demand, parameter table),
 ``list_systems()``, ``exact_solution(system, demand, t)`` for two_mass, chain, planar_crane.

@@ -1,6 +1,6 @@
 """Building blocks for underactuated systems: parameters, the System record, mechanics helpers.
 
-Sign convention of every system here (METHODS.md §3): ``M v' + d = f - B^T u`` with
+Sign convention of every system here (docs/methods.md §3): ``M v' + d = f - B^T u`` with
 ``B = -G^T``, ``G`` the natural input matrix (generalised actuation force ``G u``); gravity
 ``g`` acts along ``-z``; angles in rad; SI units throughout.
 """

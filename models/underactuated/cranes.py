@@ -10,7 +10,7 @@ suspension point's motion; ``z`` points up, gravity ``g`` down. Outputs: load po
 Planar crane (trolley ``m_t`` at ``s``; ``x = s + l sin th``, ``z = -l cos th``): flat
 solution ``tan th = -x''/(z''+g)``, ``S = m sqrt(x''^2 + (z''+g)^2)``, ``s = x - z x''/(z''+g)``,
 ``l = -z sqrt(x''^2+(z''+g)^2)/(z''+g)``, ``F = m_t s'' + m x''``, ``M_w = r S - (J/r) l''``
-(METHODS.md §3; this model reproduces it, see the tests).
+(docs/methods.md §3; this model reproduces it, see the tests).
 """
 
 from __future__ import annotations

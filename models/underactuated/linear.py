@@ -8,7 +8,7 @@ on mass 1; output ``x_N = s(t)``. Flat solution (from the output backwards)::
     F = m x_1'' - k (x_2 - x_1 - d)
 
 needing ``s^(2N)``. For N = 2 with masses ``m1, m2`` this is
-``x1 = s - d + (m2/k) s''``, ``F = (m1 m2/k) s'''' + (m1 + m2) s''`` (METHODS.md §3).
+``x1 = s - d + (m2/k) s''``, ``F = (m1 m2/k) s'''' + (m1 + m2) s''`` (docs/methods.md §3).
 For N >= 3 the system is outside the paper's class (``rank([C; B]) = 2 < N``, relative degree
 ``2N``): the projected equations are still square and are solved the same way, the demand must
 be ``C^(2N)`` (steps of degree >= 4N + 1).
