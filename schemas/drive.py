@@ -22,9 +22,12 @@ from pandera.typing import Series
 from schemas.errors import DataError, describe_failure_cases, read_table
 
 UNIFORM_RTOL = 1e-3
-#: where the EMPS benchmark data lie: `$GREYLAB_EMPS_MAT`, else `../shared/data/emps/` beside
-#: the project folder (the lab's shared folder)
-EMPS_DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "data" / "emps" / "DATA_EMPS.mat"
+#: the EMPS benchmark records shipped in the project (`data/emps/README.md`): estimation
+#: (`DATA_EMPS.mat`, `$GREYLAB_EMPS_MAT` overrides) and validation (`DATA_EMPS_PULSES.mat`,
+#: `$GREYLAB_EMPS_PULSES_MAT` overrides)
+EMPS_DIR = Path(__file__).resolve().parents[1] / "data" / "emps"
+EMPS_DEFAULT = EMPS_DIR / "DATA_EMPS.mat"
+EMPS_PULSES_DEFAULT = EMPS_DIR / "DATA_EMPS_PULSES.mat"
 MIN_ROWS = 10
 
 
@@ -79,12 +82,17 @@ def load_drive_recording(path: str | Path) -> pd.DataFrame:
 
 
 def emps_path() -> Path:
-    """The EMPS `.mat` file: `$GREYLAB_EMPS_MAT` or the shared folder beside the project."""
+    """The EMPS estimation record: `$GREYLAB_EMPS_MAT` or the shipped `data/emps/DATA_EMPS.mat`."""
     return Path(os.environ.get("GREYLAB_EMPS_MAT") or EMPS_DEFAULT)
 
 
+def emps_pulses_path() -> Path:
+    """The EMPS validation record: `$GREYLAB_EMPS_PULSES_MAT` or `data/emps/DATA_EMPS_PULSES.mat`."""
+    return Path(os.environ.get("GREYLAB_EMPS_PULSES_MAT") or EMPS_PULSES_DEFAULT)
+
+
 def load_emps(mat_path: str | Path, *, decimate: int = 1, cutoff_hz: float = 20.0) -> pd.DataFrame:
-    """The EMPS benchmark (``DATA_EMPS.mat``) as a drive recording.
+    """An EMPS benchmark record (``DATA_EMPS.mat`` or ``DATA_EMPS_PULSES.mat``) as a recording.
 
     ``torque_Nm`` = force ``gtau * vir`` [N]; ``velocity_rad_s`` [m/s] from the motor position
     ``qm`` by a central difference followed by a zero-phase (forward-backward) 4th-order
