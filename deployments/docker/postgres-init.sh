@@ -1,7 +1,9 @@
 #!/bin/sh
 # Runs once, when the PostgreSQL volume is first initialised (/docker-entrypoint-initdb.d).
-# Two roles and two databases: Prefect and MLflow must not share one database (both keep an
-# `alembic_version` table). Passwords come from the environment and are passed to psql as
+# A role per service and a database per store: Prefect and MLflow must not share one database
+# (both keep an `alembic_version` table); MLflow's basic-auth user store is a third database
+# (mlflow_auth), owned by the mlflow role. The prefect role cannot connect to MLflow's databases
+# and vice versa. Passwords come from the environment and are passed to psql as
 # variables (quoted by psql with :'name'), never pasted into SQL text.
 set -eu
 
@@ -14,6 +16,8 @@ CREATE ROLE prefect LOGIN PASSWORD :'prefect_pw';
 CREATE DATABASE prefect OWNER prefect;
 CREATE ROLE mlflow LOGIN PASSWORD :'mlflow_pw';
 CREATE DATABASE mlflow OWNER mlflow;
+CREATE DATABASE mlflow_auth OWNER mlflow;
 REVOKE ALL ON DATABASE prefect FROM PUBLIC;
 REVOKE ALL ON DATABASE mlflow FROM PUBLIC;
+REVOKE ALL ON DATABASE mlflow_auth FROM PUBLIC;
 SQL
