@@ -187,10 +187,12 @@ def _trf(
         span = np.where(np.isfinite(hi - lo), hi - lo, 1.0)
         x0 = np.clip(x0, lo + 1e-10 * span, hi - 1e-10 * span)
     try:
-        res = optimize.least_squares(
-            lambda x: ev(x)[0], x0, jac=lambda x: ev(x)[1], bounds=(lo, hi), method="trf",
-            x_scale="jac", xtol=1e-15, ftol=1e-15, gtol=1e-15, max_nfev=max_nfev,
-        )  # fmt: skip
+        with np.errstate(all="ignore"):  # trial points of a runaway overflow
+            res = optimize.least_squares(
+                lambda x: ev(x)[0], x0, jac=lambda x: ev(x)[1], bounds=(lo, hi),
+                method="trf", x_scale="jac", xtol=1e-15, ftol=1e-15, gtol=1e-15,
+                max_nfev=max_nfev,
+            )  # fmt: skip
     except (ValueError, np.linalg.LinAlgError):
         return None
     return np.asarray(res.x, float)

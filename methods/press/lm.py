@@ -142,6 +142,20 @@ def stationarity(
     ``lo``/``hi`` (n_p,) the scaled box; ``noise`` (N, m) the rounding level of each residual
     (``eps (|sqrt(w) h| + |sqrt(w) z|)``), optional. The one implementation used by every
     solver here."""
+    with np.errstate(all="ignore"):  # runaway points overflow: they are flagged, not warned
+        return _stationarity(J, r, x, lo, hi, noise, gtol, xtol)
+
+
+def _stationarity(
+    J: np.ndarray,
+    r: np.ndarray,
+    x: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    noise: np.ndarray | None,
+    gtol: float,
+    xtol: float,
+) -> Stationarity:
     n, m, n_p = J.shape
     finite = np.isfinite(r).all(axis=1) & np.isfinite(J).all(axis=(1, 2))
     J = np.where(finite[:, None, None], J, 0.0)
