@@ -19,7 +19,8 @@ import pandera.pandas as pa
 from pandera.errors import SchemaError, SchemaErrors
 from pandera.typing import Series
 
-from schemas.errors import DataError, describe_failure_cases, read_table
+from schemas.errors import DataError, describe_failure_cases
+from schemas.lab_files import read_limited
 
 UNIFORM_RTOL = 1e-3
 #: the EMPS benchmark records shipped in the project (`data/emps/README.md`): estimation
@@ -78,7 +79,7 @@ def validate_drive_recording(frame: pd.DataFrame, *, source: str = "table") -> p
 
 def load_drive_recording(path: str | Path) -> pd.DataFrame:
     """Read a CSV/Parquet drive recording and validate it."""
-    return validate_drive_recording(read_table(path), source=str(path))
+    return validate_drive_recording(read_limited(path), source=str(path))
 
 
 def emps_path() -> Path:

@@ -29,7 +29,8 @@ import pandera.pandas as pa
 from pandera.errors import SchemaError, SchemaErrors
 from pandera.typing import Series
 
-from schemas.errors import DataError, describe_failure_cases, read_table
+from schemas.errors import DataError, describe_failure_cases
+from schemas.lab_files import read_limited
 
 KEY = ["series", "step", "sensor"]
 
@@ -57,6 +58,10 @@ class PressMeasurements(pa.DataFrameModel):
         strict = False
 
 
+#: columns declared `int`: their values must be integral before coercion (which truncates)
+INTEGER_COLUMNS: dict[type[pa.DataFrameModel], tuple[str, ...]] = {}
+
+
 class SensorSheet(pa.DataFrameModel):
     sensor: Series[str] = pa.Field(unique=True, str_length={"min_value": 1})
     sigma_um: Series[float] = pa.Field(gt=0)
@@ -71,6 +76,9 @@ class SensorSheet(pa.DataFrameModel):
         strict = False
 
 
+INTEGER_COLUMNS[PressMeasurements] = ("series", "step")
+
+
 def _validate(model: type[pa.DataFrameModel], frame: pd.DataFrame, source: str) -> pd.DataFrame:
     required = list(model.to_schema().columns)
     missing = [c for c in required if c not in frame.columns]
@@ -80,13 +88,33 @@ def _validate(model: type[pa.DataFrameModel], frame: pd.DataFrame, source: str) 
             f"found {list(frame.columns)}"
         )
     frame = frame.reset_index(drop=True)  # row numbers in messages are data rows from 0
+    # Coercion would truncate 0.5 to 0: integer columns are checked for integral values first.
+    integral = _non_integral(frame, [c for c in INTEGER_COLUMNS.get(model, ()) if c in frame])
     try:
         validated = model.validate(frame, lazy=True)
     except SchemaErrors as exc:
-        raise DataError(describe_failure_cases(exc.failure_cases, source=source)) from None
+        cases = pd.concat([integral, exc.failure_cases], ignore_index=True)
+        raise DataError(describe_failure_cases(cases, source=source)) from None
     except SchemaError as exc:  # pragma: no cover - lazy mode collects, but be safe
         raise DataError(f"{source}: {exc}") from None
+    if not integral.empty:
+        raise DataError(describe_failure_cases(integral, source=source))
     return validated[required].reset_index(drop=True)
+
+
+def _non_integral(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """Rows whose value in an integer column is a number with a fractional part (0.5, 1.5),
+    in pandera's `failure_cases` layout; text and missing values are left to the schema."""
+    cases = []
+    for column in columns:
+        values = pd.to_numeric(frame[column], errors="coerce").astype(float)
+        bad = values.notna() & np.isfinite(values) & (values != np.floor(values))
+        for index in frame.index[bad.to_numpy()]:
+            cases.append(
+                {"column": column, "check": "integer (no fractional part)",
+                 "failure_case": frame.at[index, column], "index": index}
+            )  # fmt: skip
+    return pd.DataFrame(cases, columns=["column", "check", "failure_case", "index"])
 
 
 def _check_unique(table: pd.DataFrame, source: str) -> None:
@@ -159,10 +187,10 @@ def validate_sensor_sheet(
 
 
 def load_press_table(path: str | Path) -> pd.DataFrame:
-    """Read and validate a measurement table from CSV or Parquet."""
-    return validate_press_table(read_table(path), source=str(path))
+    """Read (within `schemas.lab_files.FileLimits`) and validate a measurement table."""
+    return validate_press_table(read_limited(path), source=str(path))
 
 
 def load_sensor_sheet(path: str | Path, *, sensors: list[str] | None = None) -> dict[str, float]:
     """Read and validate a sensor sheet (CSV or Parquet) into {sensor: sigma_um}."""
-    return validate_sensor_sheet(read_table(path), sensors=sensors, source=str(path))
+    return validate_sensor_sheet(read_limited(path), sensors=sensors, source=str(path))

@@ -40,7 +40,10 @@ the next run removes them.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -52,10 +55,12 @@ import pandas as pd
 import pyarrow.parquet as pq
 from prefect import task
 
-from schemas.errors import DataError, read_table
+from schemas.errors import DataError
+from schemas.lab_files import FileLimits, check_size, read_limited, table_columns
 from schemas.press import validate_press_table
 from schemas.storage import write_parquet_atomic
 from tasks.ingest_files import (
+    FileIdentity,
     IngestError,
     Ledger,
     display_name,
@@ -68,6 +73,13 @@ from tasks.ingest_files import (
     scan_inbox,
     unchanged,
     write_text_atomic,
+)
+from tasks.ingest_stage import (
+    DATA_SUFFIXES,
+    STAGING,
+    check_locations,
+    neutralise_formulas,
+    stage_copy,
 )
 
 if TYPE_CHECKING:
@@ -263,8 +275,8 @@ def check_folders(inbox: Path, data_root: Path) -> None:
 class _Job:
     """One run over the inbox; `dry_run` decides everything but writes and moves nothing."""
 
-    def __init__(self, inbox: Path, data_root: Path, dry_run: bool) -> None:
-        self.inbox, self.root, self.dry_run = inbox, data_root, dry_run
+    def __init__(self, inbox: Path, data_root: Path, dry_run: bool, limits: FileLimits) -> None:
+        self.inbox, self.root, self.dry_run, self.limits = inbox, data_root, dry_run, limits
         self.ledger = Ledger(data_root / "ledger.jsonl")
         records = self.ledger.read()
         self.ingested = {r["sha256"]: r for r in records if r.get("status") == "ingested"}
@@ -273,38 +285,83 @@ class _Job:
         }
 
     # -- entry point for one file --
-    def process(self, name: str, path: Path) -> FileOutcome:
+    def process(self, name: str, path: Path, sha: str, identity: FileIdentity) -> FileOutcome:
+        """One file observed as (`sha`, `identity`) at least a settle window ago."""
         shown = display_name(name)
-        try:
-            sha, identity = hash_file(path)
-        except FileNotFoundError:
-            return FileOutcome(shown, Status.skipped, message="vanished during the run")
-        except IngestError as exc:
-            return FileOutcome(shown, Status.skipped, message=str(exc))
+        if not unchanged(path, identity):
+            why = "vanished" if not os.path.lexists(path) else "changed"
+            return FileOutcome(shown, Status.skipped, message=f"{why} during the settle window")
+        if identity.size > self.limits.max_bytes:  # too big to copy or read: set it aside
+            try:
+                check_size(path, self.limits, shown)
+            except DataError as exc:
+                return self._quarantine(name, path, sha, str(exc), original=path, identity=identity)
+        if self.dry_run:
+            staged = path
+        else:
+            try:
+                staged, copied, _ = stage_copy(path, self.root / STAGING, safe_name(name))
+            except FileNotFoundError:
+                return FileOutcome(shown, Status.skipped, message="vanished during the run")
+            except IngestError as exc:
+                return FileOutcome(shown, Status.skipped, message=str(exc))
+            if copied != sha or not unchanged(path, identity):
+                staged.unlink(missing_ok=True)
+                return FileOutcome(shown, Status.skipped, message="changed while being copied")
         known = self.ingested.get(sha)
         if known is not None:
-            return self._already_ingested(name, path, sha, known)
+            return self._already_ingested(name, path, staged, sha, known, identity)
         try:
-            frame = read_table(path)
-            study = classify(frame.columns, source=shown)
+            columns = table_columns(staged, self.limits, source=shown)
+            study = classify(columns, source=shown)
+            wanted = PRESS_COLUMNS if study is Study.press else DRIVE_COLUMNS + DRIVE_OPTIONAL
+            frame = read_limited(staged, self.limits, columns=wanted, source=shown)
             campaign = campaign_of(name)
             table = validate(study, frame, source=shown)
         except Exception as exc:  # untrusted bytes: whatever breaks the reader is a reject
-            if not unchanged(path, identity):
-                return FileOutcome(shown, Status.skipped, sha, message="changed while being read")
             message = (
                 str(exc)
                 if isinstance(exc, DataError)
                 else f"{shown}: unexpected error while reading or validating "
-                f"({type(exc).__name__}: {exc}); please report it with this file"
+                f"({type(exc).__name__}: {str(exc)[:300]}); please report it with this file"
             )
-            return self._quarantine(name, path, sha, message)
-        if not unchanged(path, identity):
-            return FileOutcome(shown, Status.skipped, sha, message="changed while being read")
-        return self._ingest(name, path, sha, study, campaign, table)
+            return self._quarantine(name, staged, sha, message, original=path, identity=identity)
+        return self._ingest(name, staged, sha, study, campaign, table, path, identity)
+
+    def _drop_original(self, name: str, path: Path, identity: FileIdentity) -> str:
+        """Remove the inbox file once its staged copy is stored; a note for the report."""
+        if self.dry_run:
+            return ""
+        if not os.path.lexists(path):
+            return "; the inbox file had already been removed by someone else"
+        if unchanged(path, identity):
+            path.unlink(missing_ok=True)
+            fsync_dir(path.parent)
+            return ""
+        # Rewritten after it was taken: keep the new bytes, but out of the inbox, so the next
+        # run does not ingest the old rows a second time.
+        target = self._free_name(self.root / "quarantine", safe_name(name), "changed")
+        with contextlib.suppress(FileNotFoundError):
+            write_text_atomic(
+                f"file: {display_name(name)}\nquarantined: {_now()}\n\nproblem:\nthe file "
+                "changed after it was taken for ingestion; its earlier content is ingested and "
+                "archived. Check which rows are new and drop only those into the inbox.\n",
+                target.with_name(target.name + ".error.txt"),
+            )
+            move_no_overwrite(path, target)
+            return f"; the inbox file changed meanwhile and was set aside as {target.name}"
+        return "; the inbox file had already been removed by someone else"
 
     def _ingest(
-        self, name: str, path: Path, sha: str, study: Study, campaign: str, table: pd.DataFrame
+        self,
+        name: str,
+        staged: Path,
+        sha: str,
+        study: Study,
+        campaign: str,
+        table: pd.DataFrame,
+        original: Path,
+        identity: FileIdentity,
     ) -> FileOutcome:
         part = part_path(self.root, study, campaign, sha)
         record: dict[str, Any] = {
@@ -316,12 +373,19 @@ class _Job:
             "status": Status.ingested.value,
             "part": str(part.relative_to(self.root)),
         }
+        note = ""
         if not self.dry_run:
+            if not unchanged(original, identity) and os.path.lexists(original):
+                staged.unlink(missing_ok=True)
+                return FileOutcome(
+                    display_name(name), Status.skipped, sha, message="changed while being read"
+                )
             if not _part_is_complete(part, len(table)):
                 write_parquet_atomic(table.assign(**{SOURCE_COLUMN: sha}), part)
                 fsync_dir(part.parent)
-            self.ledger.append({**record, "time": _now()})
-            self._archive(path, sha, name)
+            self.ledger.append({**record, "source": _identity_list(identity), "time": _now()})
+            self._archive(staged, sha, name)
+            note = self._drop_original(name, original, identity)
         self.ingested[sha] = record
         return FileOutcome(
             display_name(name),
@@ -331,19 +395,29 @@ class _Job:
             campaign=campaign,
             rows=len(table),
             target=record["part"],
-            message=f"{len(table)} rows -> {record['part']}",
+            message=f"{len(table)} rows -> {record['part']}{note}",
         )
 
     def _already_ingested(
-        self, name: str, path: Path, sha: str, known: dict[str, Any]
+        self,
+        name: str,
+        path: Path,
+        staged: Path,
+        sha: str,
+        known: dict[str, Any],
+        identity: FileIdentity,
     ) -> FileOutcome:
         shown = display_name(name)
         study, campaign = known.get("study"), known.get("campaign")
         archived = self._archive_path(sha, name)
-        # A crash between the ledger record and the move leaves the very same file behind:
-        # same name, and either not archived yet or hard-linked there already.
-        if known.get("name") == name and (not archived.exists() or same_file(path, archived)):
-            target = archived if self.dry_run else self._archive(path, sha, name)
+        # A crash between the ledger record and removing the inbox file leaves the very same
+        # file behind: same name, and not archived yet or the very file the ledger recorded.
+        same = known.get("source") == _identity_list(identity) or same_file(path, archived)
+        if known.get("name") == name and (not archived.exists() or same):
+            target = archived
+            if not self.dry_run:
+                target = self._archive(staged, sha, name)
+                self._drop_original(name, path, identity)
             return FileOutcome(
                 shown,
                 Status.resumed,
@@ -367,7 +441,8 @@ class _Job:
                         "time": _now(),
                     }
                 )
-            target = self._archive(path, sha, name)
+            target = self._archive(staged, sha, name)
+            self._drop_original(name, path, identity)
         else:
             target = archived
         self.duplicates.add((sha, name))
@@ -382,7 +457,17 @@ class _Job:
             f"(already ingested into {study}/{campaign})",
         )
 
-    def _quarantine(self, name: str, path: Path, sha: str, error: str) -> FileOutcome:
+    def _quarantine(
+        self,
+        name: str,
+        path: Path,
+        sha: str,
+        error: str,
+        *,
+        original: Path,
+        identity: FileIdentity,
+    ) -> FileOutcome:
+        """Move `path` (the staged copy, or the original if too big to stage) to quarantine."""
         folder = self.root / "quarantine"
         target = self._free_name(folder, safe_name(name), sha)
         if not self.dry_run:
@@ -398,6 +483,13 @@ class _Job:
                     break
                 except FileExistsError:  # taken in between by someone else: next free name
                     target = self._free_name(folder, safe_name(name), sha)
+                except FileNotFoundError:  # the original vanished: nothing to set aside
+                    target.with_name(target.name + ".error.txt").unlink(missing_ok=True)
+                    return FileOutcome(
+                        display_name(name), Status.skipped, sha, message="vanished during the run"
+                    )
+            if path != original:
+                self._drop_original(name, original, identity)
             self.ledger.append(
                 {
                     "sha256": sha,
@@ -450,6 +542,10 @@ class _Job:
         raise IngestError(f"{folder}: no free quarantine name for {name}")
 
 
+def _identity_list(identity: FileIdentity) -> list[int]:
+    return [identity.dev, identity.ino, identity.size, identity.mtime_ns]
+
+
 def _sha_of(path: Path) -> str | None:
     try:
         return hash_file(path)[0]
@@ -468,16 +564,31 @@ def _part_is_complete(path: Path, rows: int) -> bool:
         return False
 
 
-def _remove_stale_temp_files(data_root: Path) -> int:
-    """Temporary files of writers killed mid-write (`.<name>.<random>.tmp`); lock held."""
+def _remove_stale_temp_files(data_root: Path, ingested: set[str]) -> int:
+    """Temporary files of writers killed mid-write (`.<name>.<random>.tmp`); lock held.
+
+    A staged copy left by a run killed after its ledger record and before archiving is
+    archived now (the ledger must never say "ingested" without an archived original)."""
     removed = 0
-    for folder in ("datasets", "archive", "quarantine"):
+    for folder in ("datasets", "archive", "quarantine", STAGING):
         base = data_root / folder
         if base.is_dir():
             for tmp in base.rglob(".*.tmp"):
                 if tmp.is_file() and not tmp.is_symlink():
                     tmp.unlink(missing_ok=True)
                     removed += 1
+    staging = data_root / STAGING
+    if staging.is_dir():
+        for left in staging.iterdir():
+            if left.is_file() and not left.is_symlink():
+                if left.name[:64] in ingested:
+                    try:
+                        move_no_overwrite(left, data_root / "archive" / left.name)
+                        continue
+                    except FileExistsError:
+                        pass
+                left.unlink(missing_ok=True)
+                removed += 1
     return removed
 
 
@@ -487,40 +598,76 @@ def ingest_inbox(
     *,
     dry_run: bool = False,
     settle_seconds: float = 0.0,
+    campaign: str | None = None,
+    limits: FileLimits | None = None,
     on_file: Callable[[FileOutcome], None] | None = None,
+    wait: Callable[[float], None] = time.sleep,
 ) -> IngestReport:
     """Ingest every new file in `inbox` into the dataset under `data_root` (see module doc).
 
-    Files are processed in name order, one at a time, under an exclusive lock on the data
-    root (a second concurrent run raises `IngestBusyError`). `dry_run` reports what would
-    happen without writing or moving anything. Returns an `IngestReport`.
+    Only `.csv`/`.parquet` files directly in the inbox are touched (anything else is left
+    in place and reported as skipped). A file is taken only when stable: not modified for
+    `settle_seconds`, then the same size, mtime and SHA-256 again after waiting
+    `settle_seconds` (`wait` waits; tests act during it). It is copied to `.staging/` and
+    hashed there; that copy is read, stored and archived. With `campaign`, only files of that
+    campaign are taken. Files are processed in name order under exclusive locks on the data
+    root and on the inbox (a second concurrent run raises `IngestBusyError`). `dry_run`
+    reports what would happen without writing or moving anything.
     """
     inbox, data_root = Path(inbox), Path(data_root)
     check_folders(inbox, data_root)
+    check_locations(inbox, data_root)
+    limits = limits or FileLimits.from_env()
     started = _now()
     outcomes: list[FileOutcome] = []
 
+    def report(outcome: FileOutcome) -> None:
+        outcomes.append(outcome)
+        if on_file is not None:
+            on_file(outcome)
+
     def run() -> None:
-        job = _Job(inbox, data_root, dry_run)
+        job = _Job(inbox, data_root, dry_run, limits)
+        if not dry_run:
+            _remove_stale_temp_files(data_root, set(job.ingested))
+        observed: list[tuple[str, Path, str, FileIdentity]] = []
         for entry in scan_inbox(inbox, settle_seconds=settle_seconds):
-            if entry.skip_reason is not None:
-                outcome = FileOutcome(
-                    display_name(entry.name), Status.skipped, message=entry.skip_reason
-                )
-            else:
-                outcome = job.process(entry.name, entry.path)
-            outcomes.append(outcome)
-            if on_file is not None:
-                on_file(outcome)
+            shown = display_name(entry.name)
+            reason = entry.skip_reason
+            if reason is None and not entry.name.lower().endswith(DATA_SUFFIXES):
+                reason = "not a .csv or .parquet file: left in place"
+            if reason is None and campaign is not None and campaign_of(entry.name) != campaign:
+                reason = f"campaign '{campaign_of(entry.name)}', not '{campaign}': left in place"
+            if reason is None:
+                try:
+                    if entry.path.lstat().st_size > limits.max_bytes:  # no need to read it
+                        identity = FileIdentity.of(entry.path.lstat())
+                        observed.append((entry.name, entry.path, "", identity))
+                        continue
+                    sha, identity = hash_file(entry.path)
+                    observed.append((entry.name, entry.path, sha, identity))
+                    continue
+                except FileNotFoundError:
+                    reason = "vanished during the run"
+                except IngestError as exc:
+                    reason = str(exc)
+            report(FileOutcome(shown, Status.skipped, message=reason))
+        if settle_seconds > 0 and observed:
+            wait(settle_seconds)
+        for name, path, sha, identity in observed:
+            report(job.process(name, path, sha, identity))
 
     if dry_run:
         run()
     else:
         data_root.mkdir(parents=True, exist_ok=True)
-        with exclusive_lock(data_root / ".ingest.lock"):
-            _remove_stale_temp_files(data_root)
+        with (
+            exclusive_lock(data_root / ".ingest.lock"),
+            exclusive_lock(inbox),
+        ):
             run()
-    return IngestReport(str(inbox), str(data_root), dry_run, started, _now(), tuple(outcomes))
+    ordered = tuple(sorted(outcomes, key=lambda o: o.name))
+    return IngestReport(str(inbox), str(data_root), dry_run, started, _now(), ordered)
 
 
 # -- reading the dataset back ---------------------------------------------------------------
@@ -609,7 +756,7 @@ def log_ingestion(
                 "rows": report.rows,
             },
         )
-        table = report.table()
+        table = neutralise_formulas(report.table())
         tracker.log_table(run_id, table, "ingest/files.csv")
         rejects = table[table["status"].isin([Status.quarantined, Status.duplicate])]
         if not rejects.empty:

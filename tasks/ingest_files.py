@@ -287,15 +287,23 @@ class Ledger:
 
 @contextlib.contextmanager
 def exclusive_lock(path: Path) -> Iterator[None]:
-    """Hold an advisory lock on `path` (released by the kernel if the process dies)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    """Hold an advisory lock on `path` (released by the kernel if the process dies).
+
+    A folder is locked itself (no lock file is created in it: used for the inbox, which two
+    data roots may share)."""
+    if path.is_dir():
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        where = path
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        where = path.parent
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise IngestBusyError(
-                f"another ingestion run is working on {path.parent} (lock {path.name}); "
+                f"another ingestion run is working on {where} (lock {path.name}); "
                 "try again when it has finished"
             ) from None
         yield

@@ -6,6 +6,8 @@
 | `MLFLOW_TRACKING_URI`  | MLflow tracking store or server           | `sqlite:///$GREYLAB_HOME/mlflow.db` |
 | `GREYLAB_ARTIFACT_ROOT`| artifact root for experiments we create   | `$GREYLAB_HOME/mlartifacts` (local stores only) |
 | `GREYLAB_DATA_ROOT`    | Parquet datasets, inbox, archive, quarantine | `$GREYLAB_HOME/data`           |
+| `GREYLAB_INBOX`        | folder scheduled ingestion reads (worker-side, never a flow parameter) | `$GREYLAB_DATA_ROOT/inbox` |
+| `GREYLAB_MAX_FILE_BYTES` / `GREYLAB_MAX_FILE_ROWS` | per-file limits of lab files (`schemas/lab_files.py`) | 256 MiB / 2,000,000 |
 | `PREFECT_API_URL`      | Prefect server; unset = ephemeral server  | unset                             |
 | `PREFECT_HOME`         | Prefect's own state                       | `$GREYLAB_HOME/prefect`           |
 | `GREYLAB_DASK_ADDRESS` | existing Dask scheduler (`tcp://…`)       | unset = local cluster when asked  |
@@ -31,6 +33,7 @@ class Settings:
     tracking_uri: str
     artifact_root: str | None
     data_root: Path
+    inbox: Path
     prefect_api_url: str | None
     dask_address: str | None
     cache_dir: Path
@@ -49,11 +52,13 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     artifact_root = env.get("GREYLAB_ARTIFACT_ROOT") or (
         (home / "mlartifacts").as_uri() if local else None
     )
+    data_root = Path(env.get("GREYLAB_DATA_ROOT") or home / "data").resolve()
     return Settings(
         home=home,
         tracking_uri=tracking_uri,
         artifact_root=artifact_root,
-        data_root=Path(env.get("GREYLAB_DATA_ROOT") or home / "data").resolve(),
+        data_root=data_root,
+        inbox=Path(env.get("GREYLAB_INBOX") or data_root / "inbox").resolve(),
         prefect_api_url=env.get("PREFECT_API_URL") or None,
         dask_address=env.get("GREYLAB_DASK_ADDRESS") or None,
         cache_dir=Path(env.get("GREYLAB_CACHE_DIR") or home / "cache").resolve(),

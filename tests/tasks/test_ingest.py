@@ -490,7 +490,9 @@ def test_sigkill_mid_write_leaves_dataset_readable_and_next_run_completes(
         frame = press_frame(rng)
         write(inbox, f"line-1__f{i}.csv", frame)
         inputs.append(("line-1", frame))
-    driver, marker = tmp_path / "driver.py", tmp_path / "paused"
+    # The script's folder is on the child's sys.path: not the data root's parent (refused).
+    (tmp_path / "driver").mkdir()
+    driver, marker = tmp_path / "driver" / "driver.py", tmp_path / "paused"
     driver.write_text(_DRIVER)
     env = {
         **os.environ,
