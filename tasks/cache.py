@@ -18,18 +18,21 @@ Where: `$GREYLAB_CACHE_DIR`, default `$GREYLAB_HOME/cache` (Prefect result files
 key). Expiry: `$GREYLAB_CACHE_DAYS` days (default 30) after a result was computed. `greylab
 cache clear` empties it; `--no-cache` / `cache: false` recomputes (and refreshes the entry).
 
-Known limit: a plugin module already imported in a long-lived Python process (a notebook) is
-not re-imported when its file changes; the key changes, so the result is recomputed, but with
-the code that process imported. The CLI and Prefect workers start a new process per run.
+A plugin module edited while a long-lived process (a notebook, `greylab serve`) holds it is
+re-imported before a task uses it (`fresh_model_module`), so a recomputed result is computed
+with the code its key names.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
+import importlib
 import importlib.util
 import os
 import shutil
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -116,6 +119,28 @@ def model_fingerprint(reference: str) -> str | None:
     return f"{reference}@{_hash_files(set(files), root)}"
 
 
+_LOADED: dict[str, str] = {}  # plugin module name -> fingerprint of the code last resolved
+
+
+def fresh_model_module(reference: str) -> None:
+    """Re-import a plugin model's module when its source changed since this process last
+    resolved it (Python would otherwise keep running the old code)."""
+    if reference in BUILTIN_MODELS or ":" not in reference:
+        return
+    module_name = reference.partition(":")[0]
+    current = model_fingerprint(reference)
+    previous = _LOADED.get(module_name)
+    _LOADED[module_name] = current or ""
+    module = sys.modules.get(module_name)
+    if module is not None and previous is not None and current != previous:
+        origin = getattr(module, "__file__", None)
+        if origin:  # bytecode of an edit within the same second and size would be reused
+            with contextlib.suppress(OSError, ValueError, NotImplementedError):
+                os.remove(importlib.util.cache_from_source(origin))
+        importlib.invalidate_caches()
+        importlib.reload(module)
+
+
 @dataclass
 class StudyCache(CachePolicy):
     """Prefect cache policy of the study tasks (see the module docstring for the key).
@@ -188,7 +213,7 @@ class CacheUse:
 
     @property
     def status(self) -> str:
-        """"hit" (every step cached), "miss" (none) or "partial"."""
+        """ "hit" (every step cached), "miss" (none) or "partial"."""
         if not self.cached:
             return "miss"
         return "hit" if not self.computed else "partial"
