@@ -1,7 +1,10 @@
 """The `greylab` command line.
 
-Exit codes: 0 success; 2 bad input (a one-paragraph message on stderr, no traceback);
-1 internal failure (set `GREYLAB_DEBUG=1` for the traceback).
+Exit codes: 0 success; 2 bad input (a one-paragraph message on stderr, no traceback) and
+usage errors (bad option value, unknown or missing option, unknown command: typer's own
+click exceptions, `typer._click`, not the separately installed `click`), and a computation
+too large for memory; 130 interrupted; 1 internal failure (set `GREYLAB_DEBUG=1` for the
+traceback). Messages are cut to `MAX_MESSAGE` characters (`flows.cli_common.clip`).
 """
 
 from __future__ import annotations
@@ -33,22 +36,36 @@ def build_app():  # -> typer.Typer (typer imported lazily, after the environment
 
 def main(argv: list[str] | None = None) -> int:
     apply_environment()
-    import click
-    import typer
+    from flows.server_guard import install_import_hook
 
+    install_import_hook()  # temporary Prefect servers die with this process, even on SIGKILL
+    import typer
+    from typer._click import exceptions as click_exceptions
+
+    from flows.cli_common import clip
     from methods.errors import InputError
 
     command = typer.main.get_command(build_app())
     try:
         result = command.main(args=argv, prog_name="greylab", standalone_mode=False)
     except InputError as exc:
-        sys.stderr.write(f"greylab: error: {exc}\n")
+        sys.stderr.write(f"greylab: error: {clip(str(exc))}\n")
         return 2
-    except click.exceptions.Abort:
+    except typer.Abort:
         sys.stderr.write("greylab: aborted\n")
         return 130
-    except click.ClickException as exc:
+    except click_exceptions.ClickException as exc:  # usage errors: exit_code 2
+        exc.message = clip(exc.message)
         exc.show()
+        return exc.exit_code if exc.exit_code else 2
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except MemoryError:
+        sys.stderr.write(
+            "greylab: error: out of memory: the requested computation does not fit in this "
+            "machine's memory; reduce its size (steps t_end/dt, tests, population x "
+            "generations) - see the limits in README.md\n"
+        )
         return 2
     except KeyboardInterrupt:
         sys.stderr.write("greylab: interrupted\n")
@@ -57,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         if os.environ.get("GREYLAB_DEBUG"):
             traceback.print_exc()
         sys.stderr.write(
-            f"greylab: internal error: {type(exc).__name__}: {exc}\n"
+            f"greylab: internal error: {type(exc).__name__}: {clip(str(exc))}\n"
             "(set GREYLAB_DEBUG=1 to see the traceback)\n"
         )
         return 1

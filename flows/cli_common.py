@@ -10,16 +10,51 @@ from typing import Any
 
 import numpy as np
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from flows.progress import progress_sink
 from methods.errors import InputError
 
 # Without a terminal (logs, CI) rich would wrap at 80 columns: tables of estimates need more.
 _WIDTH = None if sys.stdout.isatty() else 120
-stderr = Console(stderr=True, width=_WIDTH)
-stdout = Console(width=_WIDTH)
+# markup=False: nothing printed through these consoles is read as rich markup, so a sensor,
+# column, file name or message containing `[/x]` prints as itself (file content and user input
+# reach every table and message). Styled output passes `markup=True` with `safe()` pieces.
+stderr = Console(stderr=True, width=_WIDTH, markup=False)
+stdout = Console(width=_WIDTH, markup=False)
+
+
+MAX_MESSAGE = 2000  # characters of one error message (input quoted in it is cut centrally)
+MAX_QUOTE = 200  # characters of one quoted input value
+
+
+def clip(text: str, limit: int = MAX_MESSAGE) -> str:
+    """`text` cut to about `limit` characters: head and tail kept, the middle elided with
+    the number of characters left out (error messages never echo a whole hostile input)."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 40, 20)
+    head, tail = text[: keep * 3 // 4], text[-(keep // 4) :]
+    return f"{head} ... [{len(text) - len(head) - len(tail)} characters cut] ... {tail}"
+
+
+def quote(value: Any, limit: int = MAX_QUOTE) -> str:
+    """`repr` of a user-supplied value for an error message, at most about `limit` chars."""
+    return clip(repr(value), limit)
+
+
+def safe(value: Any) -> str:
+    """Text from files or the user, escaped for rich markup (`[/x]` prints as itself)."""
+    return escape(str(value))
+
+
+def say(text: Any, *, err: bool = False) -> None:
+    """Print plain text (file content, names, user input) without markup interpretation."""
+    (stderr if err else stdout).print(str(text), markup=False, highlight=False)
 
 
 def _plain(value: Any) -> Any:
@@ -45,11 +80,12 @@ def emit(result: dict[str, Any], *, as_json: bool, human: Callable[[], None]) ->
 
 
 def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
-    out = Table(title=title, title_justify="left")
+    """A rich table; title, headers and cells print literally (they may come from files)."""
+    out = Table(title=Text(str(title)), title_justify="left")
     for column in columns:
-        out.add_column(column)
+        out.add_column(Text(str(column)))
     for row in rows:
-        out.add_row(*[_fmt(v) for v in row])
+        out.add_row(*[Text(_fmt(v)) for v in row])
     return out
 
 
@@ -82,7 +118,7 @@ def progress_bars(enabled: bool = True) -> Iterator[None]:
 
     def update(label: str, done: int, total: int) -> None:
         if label not in ids:
-            ids[label] = bars.add_task(label, total=total)
+            ids[label] = bars.add_task(safe(label), total=total)
         bars.update(ids[label], completed=done, total=total)
 
     with bars, progress_sink(update):
@@ -95,11 +131,13 @@ def parse_overrides(items: list[str] | None) -> dict[str, float]:
     for item in items or []:
         name, sep, raw = item.partition("=")
         if not sep or not name.strip():
-            raise InputError(f"--set expects name=value, got '{item}'")
+            raise InputError(f"--set expects name=value, got {quote(item)}")
         try:
             overrides[name.strip()] = float(raw)
         except ValueError:
-            raise InputError(f"--set {name}: '{raw}' is not a number") from None
+            raise InputError(
+                f"--set {clip(name, MAX_QUOTE)}: {quote(raw)} is not a number"
+            ) from None
     return overrides
 
 

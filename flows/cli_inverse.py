@@ -12,12 +12,23 @@ system, an infeasible or too rough demand, a singular partition, a Newton failur
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from flows.cli_common import emit, parse_overrides, progress_bars, stderr, stdout, table
+from flows.cli_common import (
+    clip,
+    emit,
+    parse_overrides,
+    progress_bars,
+    quote,
+    safe,
+    stderr,
+    stdout,
+    table,
+)
 from methods.errors import InputError
 
 app = typer.Typer(
@@ -60,7 +71,7 @@ def list_command(as_json: JsonOpt = False) -> None:
 
     def human() -> None:
         for s in systems:
-            stdout.print(f"[bold]{s['name']}[/bold]: {s['description']}")
+            stdout.print(f"[bold]{safe(s['name'])}[/bold]: {safe(s['description'])}", markup=True)
             stdout.print(
                 f"  outputs (demand): {', '.join(s['outputs'])}; controls: "
                 f"{', '.join(s['controls'])}; coordinates: {', '.join(s['coordinates'])}; "
@@ -74,23 +85,54 @@ def list_command(as_json: JsonOpt = False) -> None:
     emit({"systems": systems}, as_json=as_json, human=human)
 
 
+MAX_DEMAND_BYTES = 256 * 1024  # a demand file is a few hundred bytes; refuse larger ones
+
+
+def _yaml_loader():  # -> a SafeLoader subclass without anchors and aliases
+    import yaml
+
+    class NoAliasLoader(yaml.SafeLoader):
+        """`yaml.SafeLoader` that refuses anchors and aliases (`&a`, `*a`): a demand never
+        needs them, and nested aliases expand exponentially (a "billion laughs" bomb of a
+        few hundred bytes hangs the loader or yields a huge document)."""
+
+        def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
+            event = self.peek_event()
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+                raise yaml.composer.ComposerError(
+                    None, None, "anchors and aliases (&name, *name) are not allowed in a "
+                    "demand file", event.start_mark,
+                )  # fmt: skip
+            return super().compose_node(parent, index)
+
+    return NoAliasLoader
+
+
 def load_demand_file(path: Path) -> dict[str, Any]:
-    """Read a demand file (YAML; JSON is YAML too). Errors name the file (and line)."""
+    """Read a demand file (YAML; JSON is YAML too). Errors name the file (and line).
+
+    At most `MAX_DEMAND_BYTES`; anchors and aliases are refused (no alias bombs)."""
     import yaml
 
     if not path.is_file():
         raise InputError(f"--demand {path}: no such file")
     try:
+        size = path.stat().st_size
+        if size > MAX_DEMAND_BYTES:
+            raise InputError(
+                f"--demand {path}: {size:,} bytes is larger than a demand file may be "
+                f"({MAX_DEMAND_BYTES:,} bytes)"
+            )
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"--demand {path}: cannot read the file ({exc})") from None
+        raise InputError(f"--demand {path}: cannot read the file ({clip(str(exc), 200)})") from None
     try:
-        spec = yaml.safe_load(text)
+        spec = yaml.load(text, Loader=_yaml_loader())
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
-        raise InputError(f"--demand {path}: not valid YAML{where}: {problem}") from None
+        raise InputError(f"--demand {path}: not valid YAML{where}: {clip(problem, 300)}") from None
     if spec is None:
         raise InputError(f"--demand {path}: the file is empty")
     if not isinstance(spec, dict):
@@ -102,7 +144,7 @@ def load_demand_file(path: Path) -> dict[str, Any]:
 
 
 def _check(system: str, overrides: dict[str, float], demand: dict | None, source: str,
-           t_end: float | None) -> None:  # fmt: skip
+           t_end: float | None, dt: float) -> None:  # fmt: skip
     """Fail fast (before any Prefect server starts), naming the demand file in its errors."""
     from models.underactuated import get_system
 
@@ -113,6 +155,11 @@ def _check(system: str, overrides: dict[str, float], demand: dict | None, source
         raise InputError(f"{source}: {exc}") from None
     if t_end is None and parsed.t_end is None:
         raise InputError(f"{source}: no t_end in the demand; give one there or with --t-end")
+    from tasks.limits import inverse_steps
+
+    horizon = t_end if t_end is not None else parsed.t_end
+    if horizon is not None:
+        inverse_steps(parsed.t_start, horizon, dt)
 
 
 def _write_table(frame: Any, out: Path) -> Path:
@@ -157,16 +204,18 @@ def run(
 ) -> None:
     """Compute the motion and feedforward controls of SYSTEM for a demand; verify them."""
     if method not in METHODS:
-        raise InputError(f"--method must be one of {', '.join(METHODS)}, got {method!r}")
+        raise InputError(f"--method must be one of {', '.join(METHODS)}, got {quote(method)}")
     if not dt > 0:
         raise InputError(f"--dt must be a positive step size in seconds, got {dt:g}")
-    if t_end is not None and not t_end > 0:
+    if not dt <= 1.0:
+        raise InputError(f"--dt must be at most 1 s, got {dt:g}")
+    if t_end is not None and not (t_end > 0 and math.isfinite(t_end)):
         raise InputError(f"--t-end must be positive, got {t_end:g}")
     if out is not None and out.suffix.lower() not in {".parquet", ".pq", ".csv"}:
         raise InputError(f"--out {out}: use a .parquet (or .csv) file name")
     overrides = parse_overrides(set_)
     spec = load_demand_file(demand) if demand is not None else None
-    _check(system, overrides, spec, f"--demand {demand}" if demand else "default demand", t_end)
+    _check(system, overrides, spec, f"--demand {demand}" if demand else "default demand", t_end, dt)
 
     if track:
         summary, frame = _run_tracked(

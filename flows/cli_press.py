@@ -163,6 +163,9 @@ def detect(
 
     if data is not None:
         _load(data, sheet)  # fail fast, before any server starts
+    from models.registry import allow_models
+
+    allow_models(split_list(models))  # the CLI user's own references (README: trust model)
     try:
         study = PressStudy(
             data=str(data.resolve()) if data else None,

@@ -6,11 +6,12 @@ from __future__ import annotations
 import hashlib
 import json
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from prefect import flow
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from flows.progress import Progress
 from flows.runners import RunnerKind, run_flow
@@ -18,8 +19,11 @@ from methods.gp import GPSettings, StructureSearch
 from methods.gp.presets import emps_settings
 from models.drivetrain import REFERENCE_STRUCTURE
 from tasks import drive as drive_tasks
+from tasks import limits
+from tasks.cache import code_fingerprint
 from tasks.drive_records import DriveRecorder
 from tasks.settings import load_settings
+from tasks.tracking import validate_experiment_name
 
 
 class DrivePreset(StrEnum):
@@ -57,8 +61,29 @@ class DriveSearch(BaseModel):
     )
     batch_size: int = Field(0, ge=0, description="Individuals per task; 0 = spread over workers")
     workers: int = Field(2, ge=1)
-    resume: bool = Field(True, description="Resume from the checkpoint of an identical search")
+    resume: bool = Field(
+        True,
+        description="Resume from the checkpoint of an identical search (same recording, "
+        "settings and greylab code); false starts over",
+    )
     experiment: str = "drive-structure-search"
+
+    @field_validator("experiment")
+    @classmethod
+    def _experiment(cls, value: str) -> str:
+        return validate_experiment_name(value)
+
+    @model_validator(mode="after")
+    def _limits(self) -> DriveSearch:
+        """Population, population x generations and workers within the machine's limits."""
+        limits.check("population", self.population, "GREYLAB_MAX_POPULATION")
+        limits.check(
+            f"population x generations = {self.population} x {self.generations}",
+            self.population * self.generations,
+            "GREYLAB_MAX_GP_EVALUATIONS",
+        )
+        limits.check("workers", self.workers, "GREYLAB_MAX_WORKERS")
+        return self
 
 
 def _noise_sigma(study: DriveSearch) -> float:
@@ -83,6 +108,15 @@ def drive_structure_search(study: DriveSearch | None = None) -> dict[str, Any]:
     return {**result, "run_id": run_id, "tracking": recorder.tracker.ui_hint()}
 
 
+def checkpoint_dir(data_hash: str, study: DriveSearch) -> Path:
+    """The checkpoint folder of a search: the drive study's cross-run cache, keyed on the
+    recording's content hash, the settings and the greylab code (`tasks.cache`), so a
+    checkpoint never outlives the code or data that made it."""
+    settings_key = study.model_dump(mode="json", exclude={"experiment", "resume"})
+    key = json.dumps([data_hash, settings_key, code_fingerprint()])
+    return load_settings().home / "checkpoints" / hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
 def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
     reference = {
         "structure": study.reference_structure,
@@ -93,10 +127,7 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
     recorder.lineage(loaded["path"], loaded["source"])
     recording = pd.read_parquet(loaded["path"])
 
-    key = json.dumps([loaded["hash"], study.model_dump(mode="json", exclude={"experiment"})])
-    checkpoint = (
-        load_settings().home / "checkpoints" / hashlib.sha256(key.encode()).hexdigest()[:16]
-    )
+    checkpoint = checkpoint_dir(loaded["hash"], study)
     progress = Progress("generations", study.generations, key="drive-generations")
 
     def on_generation(g: int, n: int, best: Any) -> None:

@@ -15,14 +15,16 @@ from typing import Any
 
 from prefect import flow
 from prefect.futures import as_completed
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from flows.progress import Progress
 from flows.runners import RunnerKind, run_flow
 from methods.dae import InverseProblemError
 from methods.errors import InputError
 from tasks import inverse as inverse_tasks
+from tasks import limits
 from tasks.inverse_records import InverseRecorder
+from tasks.tracking import validate_experiment_name
 
 
 class Method(StrEnum):
@@ -59,6 +61,37 @@ class InverseStudy(BaseModel):
         True, description="Fail the flow run (after recording) when any simulation failed"
     )
     experiment: str = "inverse-simulation"
+
+    @field_validator("experiment")
+    @classmethod
+    def _experiment(cls, value: str) -> str:
+        return validate_experiment_name(value)
+
+    @model_validator(mode="after")
+    def _limits(self) -> InverseStudy:
+        """Steps per simulation ((t_end - t_start) / dt, horizon from t_end or the demand)
+        and simulations per study within the machine's limits (`tasks.limits`)."""
+        sizes = self.step_sizes()
+        limits.check(
+            f"simulations (systems x step sizes = {len(self.systems)} x {len(sizes)})",
+            len(self.systems) * len(sizes),
+            "GREYLAB_MAX_INVERSE_RUNS",
+        )
+        horizon = self.horizon()
+        if horizon is not None:
+            limits.inverse_steps(horizon[0], horizon[1], min(sizes))
+        return self
+
+    def horizon(self) -> tuple[float, float] | None:
+        """(t_start, t_end) as far as the settings give it (None: the systems' defaults)."""
+        demand = self.demand or {}
+        t_start = demand.get("t_start", 0.0)
+        t_end = self.t_end if self.t_end is not None else demand.get("t_end")
+        if not all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in (t_start, t_end)
+        ):
+            return None
+        return float(t_start), float(t_end)  # type: ignore[arg-type]
 
     def step_sizes(self) -> list[float]:
         sizes = self.dts or [self.dt]

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from prefect import flow
 from prefect.futures import as_completed
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from flows.progress import Progress
 from flows.runners import RunnerKind, run_flow
@@ -18,6 +18,7 @@ from methods.press.hypothesis import Correction, Statistic
 from methods.press.splits import SplitKind
 from tasks import press as press_tasks
 from tasks.press_records import PressRecorder
+from tasks.tracking import validate_experiment_name
 
 
 class Truth(StrEnum):
@@ -54,6 +55,28 @@ class PressStudy(BaseModel):
     seed: int = 0
     batch_size: int = Field(25, ge=1, description="Splits per Prefect task")
     experiment: str = "press-uncertainty"
+
+    @field_validator("models")
+    @classmethod
+    def _models(cls, value: list[str]) -> list[str]:
+        from models.registry import check_model_reference
+        from tasks import limits
+
+        limits.check("models", len(value), "GREYLAB_MAX_MODELS")
+        return [check_model_reference(m) for m in value]
+
+    @field_validator("n_tests")
+    @classmethod
+    def _n_tests(cls, value: int) -> int:
+        from tasks import limits
+
+        limits.check("n_tests", value, "GREYLAB_MAX_TESTS")
+        return value
+
+    @field_validator("experiment")
+    @classmethod
+    def _experiment(cls, value: str) -> str:
+        return validate_experiment_name(value)
 
 
 @flow(name="press-uncertainty", log_prints=True)

@@ -4,6 +4,12 @@
 stack's), otherwise a local cluster of worker processes started for the flow run and stopped
 after it. Dask workers need no Prefect settings; they import this project, so it must be
 installed where they run.
+
+Temporary Prefect servers (Prefect's ephemeral server and the one `api_for_workers` starts for
+Dask workers) die with the process that started them, even on SIGKILL: `guard_temporary_servers`
+makes their subprocess run through `flows.server_guard`, which sets the Linux parent-death
+signal and also watches the parent's pid (the parent-death signal alone follows the *thread*
+that started the server).
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ from collections.abc import Iterator
 from enum import StrEnum
 from typing import Any
 
+from methods.errors import InputError
+from tasks import limits
 from tasks.settings import load_settings
 
 
@@ -22,8 +30,46 @@ class RunnerKind(StrEnum):
     dask = "dask"
 
 
+def runner_kind(kind: RunnerKind | str) -> RunnerKind:
+    """`kind` as a `RunnerKind`; an unknown name is an `InputError` (exit 2)."""
+    try:
+        return RunnerKind(kind)
+    except ValueError:
+        choices = ", ".join(k.value for k in RunnerKind)
+        raise InputError(f"--runner must be one of {choices}, got {str(kind)[:80]!r}") from None
+
+
+class _GuardedSubprocess:
+    """`subprocess` as seen by `prefect.server.api.server`: `Popen` of the uvicorn server runs
+    it through `flows.server_guard <parent pid>` instead of `-m uvicorn` directly."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def Popen(self, args: Any, *rest: Any, **kwargs: Any) -> Any:
+        args = list(args)
+        if args[1:3] == ["-m", "uvicorn"]:
+            import os as _os
+
+            args[1:3] = ["-m", "flows.server_guard", str(_os.getpid()), "--"]
+        return self._real.Popen(args, *rest, **kwargs)
+
+
+def guard_temporary_servers() -> None:
+    """Make every temporary Prefect server of this process die with it (idempotent)."""
+    import subprocess
+
+    from prefect.server.api import server as prefect_server
+
+    if not isinstance(prefect_server.subprocess, _GuardedSubprocess):
+        prefect_server.subprocess = _GuardedSubprocess(subprocess)  # type: ignore[assignment]
+
+
 def make_task_runner(kind: RunnerKind | str, *, workers: int = 2) -> Any:
-    kind = RunnerKind(kind)
+    kind = runner_kind(kind)
     if kind is RunnerKind.thread:
         from prefect.task_runners import ThreadPoolTaskRunner
 
@@ -54,12 +100,13 @@ def api_for_workers(kind: RunnerKind | str) -> Iterator[None]:
     own; so start one here, export its URL (local workers are spawned after this and inherit
     it), and stop it afterwards. With a configured server, nothing to do.
     """
-    if RunnerKind(kind) is not RunnerKind.dask or os.environ.get("PREFECT_API_URL"):
+    if runner_kind(kind) is not RunnerKind.dask or os.environ.get("PREFECT_API_URL"):
         yield
         return
     from prefect.server.api.server import SubprocessASGIServer
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
+    guard_temporary_servers()
     server = SubprocessASGIServer()
     server.start(timeout=120)
     os.environ["PREFECT_API_URL"] = server.api_url
@@ -73,5 +120,8 @@ def api_for_workers(kind: RunnerKind | str) -> Iterator[None]:
 
 def run_flow(flow: Any, study: Any, *, runner: RunnerKind | str, workers: int) -> Any:
     """Run a study flow on the chosen task runner (threads, or a Dask cluster)."""
+    runner = runner_kind(runner)
+    limits.check("workers", workers, "GREYLAB_MAX_WORKERS")
+    guard_temporary_servers()
     with api_for_workers(runner):
         return flow.with_options(task_runner=make_task_runner(runner, workers=workers))(study)

@@ -1,8 +1,29 @@
-"""Built-in model names and resolution of user models (``package.module:attribute``)."""
+"""Built-in model names and resolution of user models (``package.module:attribute``).
+
+Who may name code (README "Trust model"):
+
+- The Python API and the CLI user are trusted (they run their own code locally):
+  `resolve_model("mypkg.spring:Spring")` imports it, and the CLI adds the references given on
+  its command line to the process's allow-list (`allow_models`) before building the flow's
+  settings.
+- A flow run started from the dashboard (a deployment) only gets models the worker allows:
+  built-in names, entry points in group ``greylab.models`` of the worker's environment
+  (by entry-point name or by their ``module:attr`` value), and the comma-separated
+  ``module:attr`` references of ``GREYLAB_ALLOWED_MODELS``. `check_model_reference` is the
+  gate the flow settings (`PressStudy.models`) validate with: it never imports anything.
+
+`resolve_model` checks the type of the object it found before calling anything: an instance of
+`methods.protocol.ResponseModel` is used as is, a class is instantiated with no arguments (and
+the instance checked again); any other object - a function such as `os.abort`, a module, a
+number - is refused with an `InputError`, never called.
+"""
 
 from __future__ import annotations
 
 import importlib
+import os
+import re
+from importlib import metadata
 from typing import Any
 
 from methods.errors import InputError
@@ -10,38 +31,132 @@ from methods.protocol import ResponseModel
 from models.press import M1, M2, M3
 
 BUILTIN: dict[str, Any] = {"M1": M1, "M2": M2, "M3": M3}
+ENTRY_POINT_GROUP = "greylab.models"
+ALLOWED_ENV = "GREYLAB_ALLOWED_MODELS"
+_REFERENCE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
+_SESSION_ALLOWED: set[str] = set()  # references the trusted CLI user named in this process
+
+
+def _short(value: object, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 5] + "...'"
+
+
+def is_reference(value: str) -> bool:
+    """True for a syntactically valid ``package.module:attribute`` (at most 200 chars)."""
+    return len(value) <= 200 and bool(_REFERENCE.match(value))
+
+
+def entry_point_models() -> dict[str, str]:
+    """``{entry-point name: "module:attr"}`` of the group ``greylab.models``."""
+    return {ep.name: ep.value for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def allowed_models() -> set[str]:
+    """Every plugin name or reference a flow run may use here (besides the built-ins)."""
+    eps = entry_point_models()
+    env = {v.strip() for v in os.environ.get(ALLOWED_ENV, "").split(",") if v.strip()}
+    return set(eps) | set(eps.values()) | env | _SESSION_ALLOWED
+
+
+def allow_models(references: list[str]) -> None:
+    """Allow plugin references for this process and the processes it starts (the CLI calls
+    this with the references its trusted user typed; Dask workers inherit the variable)."""
+    new = [r for r in references if r not in BUILTIN and is_reference(r)]
+    if not new:
+        return
+    _SESSION_ALLOWED.update(new)
+    current = [v for v in os.environ.get(ALLOWED_ENV, "").split(",") if v.strip()]
+    os.environ[ALLOWED_ENV] = ",".join(dict.fromkeys([*current, *new]))
+
+
+def check_model_reference(name: str) -> str:
+    """Validate a model named by a flow parameter WITHOUT importing anything.
+
+    Returns the name; raises `InputError` unless it is built-in or allowed on this worker.
+    """
+    if not isinstance(name, str):
+        raise InputError(f"model {_short(name)}: expected a model name (string)")
+    if name in BUILTIN:
+        return name
+    allowed = allowed_models()
+    if name in allowed:
+        return name
+    if ":" not in name:
+        raise InputError(
+            f"unknown model {_short(name)}: choose one of {sorted(BUILTIN)}"
+            + (f" or an allowed plugin {sorted(allowed)}" if allowed else "")
+        )
+    raise InputError(
+        f"model {_short(name)} is not allowed for flow runs: a plugin model must be installed "
+        f"as an entry point in group {ENTRY_POINT_GROUP!r} or listed in {ALLOWED_ENV} on the "
+        "worker (the CLI allows the models named on its own command line)"
+    )
+
+
+def _import(reference: str) -> Any:
+    eps = entry_point_models()
+    if reference in eps:
+        reference = eps[reference]
+    if not is_reference(reference):
+        raise InputError(
+            f"model {_short(reference)}: expected 'package.module:attribute' (identifiers "
+            "separated by dots, one colon)"
+        )
+    module_name, _, attr = reference.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise InputError(
+            f"cannot import module {_short(module_name)} for model: {_short(str(exc), 200)} "
+            "(is its folder on PYTHONPATH or the package installed?)"
+        ) from exc
+    if not hasattr(module, attr):
+        raise InputError(f"module {_short(module_name)} has no attribute {_short(attr)}")
+    return getattr(module, attr)
 
 
 def resolve_model(name_or_path: str | ResponseModel) -> Any:
-    """A built-in name ("M1", "M2", "M3") or ``package.module:attribute`` -> model object.
+    """A built-in name ("M1", "M2", "M3"), an entry-point name of group ``greylab.models`` or
+    ``package.module:attribute`` -> model object.
 
-    The attribute may be a model instance or a zero-argument factory (class or function).
-    Raises ``InputError`` naming the choices when the name is unknown or the object does not
-    follow ``methods.protocol.ResponseModel``.
+    The attribute may be a model instance or a class whose no-argument constructor gives one.
+    Raises ``InputError`` naming the choices when the name is unknown, and refuses, without
+    calling it, anything else (functions, modules, other objects).
     """
     if not isinstance(name_or_path, str):
         obj = name_or_path
     elif name_or_path in BUILTIN:
         return BUILTIN[name_or_path]
-    elif ":" in name_or_path:
-        module_name, _, attr = name_or_path.partition(":")
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise InputError(f"cannot import module {module_name!r} for model: {exc}") from exc
-        if not attr or not hasattr(module, attr):
-            raise InputError(f"module {module_name!r} has no attribute {attr!r}")
-        obj = getattr(module, attr)
-        if callable(obj) and not isinstance(obj, ResponseModel):
-            obj = obj()
+    elif ":" in name_or_path or name_or_path in entry_point_models():
+        obj = _import(name_or_path)
+        if isinstance(obj, type):
+            if not callable(getattr(obj, "response", None)):
+                raise InputError(
+                    f"model {_short(name_or_path)}: class {obj.__name__} has no response(p, "
+                    "forces) method, so it is not a ResponseModel (not instantiated)"
+                )
+            try:
+                obj = obj()
+            except TypeError as exc:
+                raise InputError(
+                    f"model {_short(name_or_path)}: the class needs a constructor without "
+                    f"arguments ({exc}); or point at an instance"
+                ) from None
+        elif not isinstance(obj, ResponseModel):
+            raise InputError(
+                f"model {_short(name_or_path)} is a {type(obj).__name__}, not a model: point at "
+                "a ResponseModel instance or a class with a no-argument constructor (functions "
+                "are not called)"
+            )
     else:
         raise InputError(
-            f"unknown model {name_or_path!r}: choose one of {sorted(BUILTIN)} or give"
+            f"unknown model {_short(name_or_path)}: choose one of {sorted(BUILTIN)} or give"
             " 'package.module:attribute' of your own ResponseModel"
         )
     if not isinstance(obj, ResponseModel):
         raise InputError(
-            f"{name_or_path!r} is not a ResponseModel (needs name, parameters, sensors and"
+            f"{_short(name_or_path)} is not a ResponseModel (needs name, parameters, sensors and"
             " response(p, forces))"
         )
     return obj

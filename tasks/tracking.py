@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 import math
+import re
 import subprocess
 import tempfile
 import time
@@ -39,6 +40,26 @@ logging.getLogger("alembic").setLevel(logging.WARNING)
 _MAX_METRICS_PER_BATCH = 1000
 _MAX_PARAMS_PER_BATCH = 100
 _PARAM_VALUE_LIMIT = 6000
+
+
+_EXPERIMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._+=@-]{0,99}$")
+
+
+def validate_experiment_name(name: str) -> str:
+    """An MLflow experiment name greylab may create: 1-100 characters of letters, digits,
+    space and `._+=@-`, starting with a letter or digit, no `..`. It becomes a folder of the
+    artifact root, so path separators and `..` (which would write outside the store) are
+    refused. Returns the name; raises `InputError` naming the problem."""
+    from methods.errors import InputError
+
+    text = name if isinstance(name, str) else ""
+    if not _EXPERIMENT_NAME.match(text) or ".." in text:
+        shown = repr(name) if len(repr(name)) <= 80 else repr(name)[:75] + "...'"
+        raise InputError(
+            f"experiment {shown}: use 1-100 letters, digits, spaces or ._+=@- starting with "
+            "a letter or digit, without '/', '\\' or '..'"
+        )
+    return text
 
 
 def content_hash(frame: pd.DataFrame) -> str:
@@ -92,6 +113,7 @@ class Tracker:
         self.client.search_experiments(max_results=1)
 
     def experiment_id(self, name: str) -> str:
+        validate_experiment_name(name)
         experiment = self.client.get_experiment_by_name(name)
         if experiment is not None:
             return experiment.experiment_id

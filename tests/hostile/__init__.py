@@ -1,0 +1,1 @@
+"""Regression tests of issue 10: hostile or unlucky inputs."""
