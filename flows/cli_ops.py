@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from rich.console import Console
+from rich.markup import escape
 
 from flows.cli_common import emit, progress_bars, split_list, stderr, stdout, table
 
@@ -19,7 +21,7 @@ def register(app: typer.Typer) -> None:
 
 def ingest(
     inbox: Annotated[
-        Path | None, typer.Option(help="Inbox folder; default <data root>/inbox.")
+        Path | None, typer.Option(help="Inbox folder; default GREYLAB_INBOX or <data root>/inbox.")
     ] = None,
     data_root: Annotated[
         Path | None, typer.Option(help="Dataset root; default GREYLAB_DATA_ROOT.")
@@ -30,31 +32,67 @@ def ingest(
     trigger_studies: Annotated[
         bool, typer.Option(help="Run the press study for campaigns that received new data.")
     ] = False,
+    settle_seconds: Annotated[
+        float,
+        typer.Option(
+            min=0, max=3600, help="Take a file once unchanged this long (0: the file is complete)."
+        ),
+    ] = 5.0,
+    campaign: Annotated[str | None, typer.Option(help="Only files of this campaign.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
 ) -> None:
     """Ingest new lab files from the inbox: validate, append to the Parquet dataset, archive,
-    quarantine bad files with an error report, never ingest the same content twice."""
+    quarantine bad files with an error report, never ingest the same content twice.
+
+    Exit 1 if the data was stored but MLflow could not be reached (the summary says what was
+    stored and what was not tracked)."""
     from flows.ingest_flow import run_ingest
 
     result = run_ingest(
         {
-            "inbox": str(inbox) if inbox else None,
-            "data_root": str(data_root) if data_root else None,
             "dry_run": dry_run,
             "trigger_studies": trigger_studies,
-        }
+            "settle_seconds": settle_seconds,
+            "campaign": campaign,
+        },
+        inbox=inbox,
+        data_root=data_root,
     )
+    emit(result, as_json=as_json, human=lambda: print_ingest_result(result))
+    if (result.get("tracking") or {}).get("error"):
+        if as_json:
+            stderr.print(escape(result["tracking"]["message"]), soft_wrap=True)
+        raise typer.Exit(1)
 
-    def human() -> None:
-        counts = result["counts"]
-        stdout.print(table("Ingestion", list(counts), [list(counts.values())]))
-        for outcome in result["outcomes"]:
-            if outcome.get("status") == "quarantined":
-                stdout.print(
-                    f"[red]quarantined[/red] {outcome.get('name')}: {outcome.get('message', '')}"
-                )
 
-    emit(result, as_json=as_json, human=human)
+def print_ingest_result(result: dict[str, Any], console: Console | None = None) -> None:
+    """Counts, then every file not ingested with its reason; file names and messages are
+    file content, so rich markup in them is escaped."""
+    console = console or stdout
+    counts = result["counts"]
+    console.print(table("Ingestion", list(counts), [list(counts.values())]))
+    colour = {"quarantined": "red", "skipped": "yellow", "duplicate": "cyan"}
+    for outcome in result["outcomes"]:
+        status = outcome.get("status")
+        if status in colour:
+            message = str(outcome.get("message") or "")
+            if status != "quarantined":
+                message = message.splitlines()[0] if message else ""
+            console.print(
+                f"[{colour[status]}]{status}[/{colour[status]}] "
+                f"{escape(str(outcome.get('name')))}: {escape(message)}",
+                soft_wrap=True,
+            )
+    console.print(
+        f"stored: {result.get('rows', 0)} rows under {escape(str(result.get('data_root')))}",
+        soft_wrap=True,
+    )
+    tracking = result.get("tracking") or {}
+    if tracking.get("message"):
+        style = "red" if tracking.get("error") else "green"
+        console.print(f"[{style}]{escape(tracking['message'])}[/{style}]", soft_wrap=True)
+    for study in result.get("studies") or []:
+        console.print(escape(", ".join(f"{k}: {v}" for k, v in study.items())), soft_wrap=True)
 
 
 def serve(

@@ -7,6 +7,7 @@ Entry point for deployments: `flows/ingest_flow.py:ingest_lab_data`; for the CLI
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,52 +18,84 @@ from methods.errors import InputError
 from tasks import ingest as ingest_tasks
 from tasks.settings import load_settings
 
+CAMPAIGN_PATTERN = r"^[a-z0-9-]{1,64}$"
+
 
 class IngestSettings(BaseModel):
-    """Settings of one ingestion run (the form in the Prefect UI)."""
+    """Settings of one ingestion run (the form in the Prefect UI).
+
+    No folder is a parameter: the inbox and the data root come from the worker's
+    configuration (`GREYLAB_INBOX`, `GREYLAB_DATA_ROOT`); a dashboard run may only pick a
+    campaign (a name) of the files there.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
-    inbox: str | None = Field(
-        None, description="Folder scanned for new files; empty = <data root>/inbox"
-    )
-    data_root: str | None = Field(
-        None, description="Dataset, archive, quarantine, ledger; empty = GREYLAB_DATA_ROOT"
+    campaign: str | None = Field(
+        None, pattern=CAMPAIGN_PATTERN, description="Only files of this campaign; empty = all"
     )
     dry_run: bool = Field(False, description="Report what would happen; write and move nothing")
     trigger_studies: bool = Field(
         False, description="Run the press study for each press campaign that got new data"
     )
     settle_seconds: float = Field(
-        0.0, ge=0, description="Leave files modified this recently (uploads in progress)"
+        60.0,
+        ge=0,
+        le=3600,
+        description="A file is taken once unchanged for this long (uploads in progress wait)",
     )
     track: bool = Field(True, description="Log the run to MLflow (counts, hashes, rejects)")
-    experiment: str = Field("ingest-lab-data", description="MLflow experiment of the runs")
+    experiment: str = Field(
+        "ingest-lab-data", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$",
+        description="MLflow experiment of the runs",
+    )  # fmt: skip
 
     def folders(self) -> tuple[Path, Path]:
-        """(inbox, data_root) with the documented defaults applied."""
-        data_root = Path(self.data_root) if self.data_root else load_settings().data_root
-        inbox = Path(self.inbox) if self.inbox else data_root / "inbox"
-        return inbox, data_root
+        """(inbox, data_root) from the worker's configuration."""
+        settings = load_settings()
+        return settings.inbox, settings.data_root
 
 
 @flow(name="ingest-lab-data", log_prints=True)
 def ingest_lab_data(settings: IngestSettings | None = None) -> dict[str, Any]:
     settings = settings or IngestSettings()
     inbox, data_root = settings.folders()
-    if settings.inbox is None:
+    if inbox == data_root / "inbox":
         inbox.mkdir(parents=True, exist_ok=True)  # the default inbox may simply not exist yet
     report = ingest_tasks.ingest_inbox_task(
-        str(inbox), str(data_root), settings.dry_run, settings.settle_seconds
+        str(inbox), str(data_root), settings.dry_run, settings.settle_seconds, settings.campaign
     )
     print(report.summary())
-    run_id = None
-    if settings.track and not settings.dry_run:
-        run_id = ingest_tasks.log_ingestion_task(report, settings.experiment)
+    tracking = track_report(report, settings) if settings.track and not settings.dry_run else {}
+    if tracking.get("error"):
+        print(tracking["message"])
     studies = []
     if settings.trigger_studies and not settings.dry_run:
         studies = [_start_study(study, campaign, data_root) for study, campaign in report.new_data]
-    return {**report.to_dict(), "run_id": run_id, "studies": studies}
+    return {
+        **report.to_dict(),
+        "run_id": tracking.get("run_id"),
+        "tracking": tracking,
+        "studies": studies,
+    }
+
+
+def track_report(report: ingest_tasks.IngestReport, settings: IngestSettings) -> dict[str, Any]:
+    """Log the report to MLflow; if tracking is unavailable, say what was stored and what was
+    not tracked instead of failing (the data is stored and in the ledger already)."""
+    try:
+        run_id = ingest_tasks.log_ingestion_task(report, settings.experiment)
+    except Exception as exc:
+        stored = ", ".join(f"{n} {s}" for s, n in report.counts.items() if n) or "nothing"
+        message = (
+            f"not tracked: MLflow ({load_settings().tracking_uri}) failed: "
+            f"{type(exc).__name__}: {str(exc)[:300]}. Stored: {report.rows} rows ({stored}) "
+            f"under {report.data_root}, recorded in its ledger.jsonl; the MLflow run of this "
+            "ingestion (counts, files.csv, report.json) was not written."
+        )
+        return {"run_id": None, "error": f"{type(exc).__name__}: {str(exc)[:300]}",
+                "message": message}  # fmt: skip
+    return {"run_id": run_id, "error": None, "message": f"tracked as MLflow run {run_id}"}
 
 
 def _start_study(study: str, campaign: str, data_root: Path) -> dict[str, Any]:
@@ -81,11 +114,32 @@ def _start_study(study: str, campaign: str, data_root: Path) -> dict[str, Any]:
     return {**entry, "status": "done", "data": path, "parent_run_id": result.get("parent_run_id")}
 
 
-def run_ingest(settings: IngestSettings | dict[str, Any] | None = None) -> dict[str, Any]:
+def run_ingest(
+    settings: IngestSettings | dict[str, Any] | None = None,
+    *,
+    inbox: str | Path | None = None,
+    data_root: str | Path | None = None,
+) -> dict[str, Any]:
     """Run the flow once (for `greylab ingest`); returns the report as plain JSON types.
 
+    `inbox`/`data_root` are the local CLI user's choice of their own folders: they configure
+    this process (as `GREYLAB_INBOX`/`GREYLAB_DATA_ROOT` would), they are not flow parameters.
     Keys: inbox, data_root, dry_run, started, finished, counts {ingested, resumed, duplicate,
-    quarantined, skipped}, rows, new_data, outcomes, run_id (MLflow), studies.
+    quarantined, skipped}, rows, new_data, outcomes, run_id (MLflow), tracking, studies.
     """
     settings = IngestSettings.model_validate(settings or {})
-    return ingest_lab_data(settings)
+    overrides = {"GREYLAB_DATA_ROOT": data_root, "GREYLAB_INBOX": inbox}
+    if data_root is not None and inbox is None:
+        overrides["GREYLAB_INBOX"] = Path(data_root) / "inbox"
+    saved = {k: os.environ.get(k) for k in overrides}
+    try:
+        for key, value in overrides.items():
+            if value is not None:
+                os.environ[key] = str(Path(value).resolve())
+        return ingest_lab_data(settings)
+    finally:
+        for key, old in saved.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old

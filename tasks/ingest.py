@@ -314,7 +314,11 @@ class _Job:
         try:
             columns = table_columns(staged, self.limits, source=shown)
             study = classify(columns, source=shown)
-            wanted = PRESS_COLUMNS if study is Study.press else DRIVE_COLUMNS + DRIVE_OPTIONAL
+            wanted: tuple[str, ...] = (
+                PRESS_COLUMNS if study is Study.press else DRIVE_COLUMNS + DRIVE_OPTIONAL
+            )
+            if not set(PRESS_COLUMNS if study is Study.press else DRIVE_COLUMNS) <= set(columns):
+                wanted = tuple(columns)  # rejected anyway: let the message list every column
             frame = read_limited(staged, self.limits, columns=wanted, source=shown)
             campaign = campaign_of(name)
             table = validate(study, frame, source=shown)
@@ -724,10 +728,16 @@ def campaign_table(data_root: str | Path, study: Study | str, campaign: str) -> 
 
 @task(name="ingest-inbox")
 def ingest_inbox_task(
-    inbox: str, data_root: str, dry_run: bool = False, settle_seconds: float = 0.0
+    inbox: str,
+    data_root: str,
+    dry_run: bool = False,
+    settle_seconds: float = 0.0,
+    campaign: str | None = None,
 ) -> IngestReport:
     """The whole inbox in one task: files are processed in order under one lock."""
-    return ingest_inbox(inbox, data_root, dry_run=dry_run, settle_seconds=settle_seconds)
+    return ingest_inbox(
+        inbox, data_root, dry_run=dry_run, settle_seconds=settle_seconds, campaign=campaign
+    )
 
 
 def log_ingestion(

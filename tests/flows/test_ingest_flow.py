@@ -23,7 +23,7 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GREYLAB_DATA_ROOT", raising=False)
 
 
-def test_settings_default_to_the_configured_data_root(
+def test_folders_come_from_the_worker_configuration_not_parameters(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert IngestSettings().folders() == (
@@ -32,7 +32,12 @@ def test_settings_default_to_the_configured_data_root(
     )
     monkeypatch.setenv("GREYLAB_DATA_ROOT", str(tmp_path / "lab"))
     assert IngestSettings().folders() == (tmp_path / "lab" / "inbox", tmp_path / "lab")
-    assert IngestSettings(inbox=str(tmp_path / "in")).folders()[0] == tmp_path / "in"
+    monkeypatch.setenv("GREYLAB_INBOX", str(tmp_path / "in"))
+    assert IngestSettings().folders() == (tmp_path / "in", tmp_path / "lab")
+    for field in ("inbox", "data_root"):  # a dashboard run cannot choose a folder
+        with pytest.raises(ValidationError):
+            IngestSettings.model_validate({field: str(tmp_path)})
+    assert IngestSettings().settle_seconds > 0  # the scheduled deployment waits for uploads
 
 
 def test_settings_reject_unknown_and_wrong_fields() -> None:
@@ -40,6 +45,19 @@ def test_settings_reject_unknown_and_wrong_fields() -> None:
         IngestSettings.model_validate({"inbx": "x"})
     with pytest.raises(ValidationError):
         IngestSettings(settle_seconds=-1)
+    for campaign in ("../x", "/etc", "Line-1"):
+        with pytest.raises(ValidationError):
+            IngestSettings(campaign=campaign)
+    with pytest.raises(ValidationError):
+        IngestSettings(experiment="../../../escape")
+    assert IngestSettings(campaign="line-1").campaign == "line-1"
+
+
+def test_deployment_settle_window_is_positive() -> None:
+    from deployments.serve import load_definitions
+
+    entry = next(d for d in load_definitions() if d["name"] == "ingest-lab-data")
+    assert IngestSettings.model_validate(entry["parameters"]["settings"]).settle_seconds > 0
 
 
 def test_study_trigger_runs_press_and_skips_drive(
@@ -113,7 +131,7 @@ def test_flow_ingests_tracks_and_triggers_the_study(
         PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS: 90,
     }
     with temporary_settings(updates=updates):
-        result = run_ingest({"data_root": str(root), "trigger_studies": True})
+        result = run_ingest({"trigger_studies": True, "settle_seconds": 0}, data_root=root)
 
     assert result["counts"]["ingested"] == 2 and result["counts"]["quarantined"] == 1
     assert result["new_data"] == [{"study": "press", "campaign": "line-1"}]
