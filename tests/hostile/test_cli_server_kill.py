@@ -1,0 +1,89 @@
+"""SIGKILL of the CLI must not leave its temporary Prefect server running (issue 10, item 7).
+
+A real `greylab press detect` on the digital twin starts Prefect's ephemeral server (127.0.0.1,
+a random port); the test waits (bounded) for that server process, SIGKILLs the CLI and expects
+the server to be gone within seconds. Leftovers are killed by pid in the teardown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.integration
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            stat = (entry / "stat").read_text()
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            if ppid == pid:
+                out.append(int(entry.name))
+    return out
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for init to reap it counts as gone)."""
+    try:
+        stat = (Path("/proc") / str(pid) / "stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_sigkill_of_the_cli_takes_its_temporary_prefect_server_along(tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "GREYLAB_HOME": str(tmp_path / "home"),
+        "PREFECT_HOME": str(tmp_path / "prefect"),
+    }
+    for key in ("PREFECT_API_URL", "MLFLOW_TRACKING_URI"):
+        env.pop(key, None)
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "flows.cli", "press", "detect", "--tests", "3000", "--json"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    server = None
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and cli.poll() is None and server is None:
+            for child in _children(cli.pid):
+                if "prefect.server.api.server:create_app" in _cmdline(child):
+                    server = child
+            time.sleep(0.2)
+        assert server is not None, "the CLI never started a temporary Prefect server"
+        command = _cmdline(server)
+        assert "--host 127.0.0.1" in command
+        cli.send_signal(signal.SIGKILL)
+        cli.wait(timeout=10)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and _alive(server):
+            time.sleep(0.2)
+        assert not _alive(server), f"temporary Prefect server {server} outlived its CLI"
+        assert "flows.server_guard" in command
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait(timeout=10)
+        if server is not None and _alive(server):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(server, signal.SIGKILL)
