@@ -19,7 +19,7 @@ from tasks.settings import apply_environment
 def build_app():  # -> typer.Typer (typer imported lazily, after the environment is set)
     import typer
 
-    from flows import cli_drive, cli_inverse, cli_ops, cli_press
+    from flows import cli_cache, cli_drive, cli_inverse, cli_ops, cli_press
 
     app = typer.Typer(
         name="greylab",
@@ -29,7 +29,7 @@ def build_app():  # -> typer.Typer (typer imported lazily, after the environment
         pretty_exceptions_enable=False,
         rich_markup_mode="markdown",
     )
-    for module in (cli_press, cli_drive, cli_inverse, cli_ops):
+    for module in (cli_press, cli_drive, cli_inverse, cli_ops, cli_cache):
         module.register(app)
     return app
 

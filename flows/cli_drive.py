@@ -68,6 +68,14 @@ def identify(
     ] = None,
     runner: Annotated[str, typer.Option(help="thread or dask.")] = "dask",
     experiment: Annotated[str, typer.Option(help="MLflow experiment.")] = "drive-structure-search",
+    cache: Annotated[
+        bool,
+        typer.Option(
+            "--cache/--no-cache",
+            help="Resume from the checkpoint of an identical search (same recording, settings "
+            "and greylab code); --no-cache starts over.",
+        ),
+    ] = True,
     as_json: JsonOpt = False,
 ) -> None:
     """Search the structure (submodels) and parameters that explain a recording."""
@@ -96,6 +104,7 @@ def identify(
             noise_percent=noise_percent,
             preset=preset,
             experiment=experiment,
+            resume=cache,
         )
     except ValidationError as exc:
         raise InputError(_pydantic_message(exc)) from None

@@ -20,7 +20,7 @@ from methods.errors import InputError
 
 app = typer.Typer(
     rich_markup_mode="markdown",
-    help="Model-uncertainty detection for the press (METHODS.md §1).",
+    help="Model-uncertainty detection for the press (docs/methods.md §1).",
     no_args_is_help=True,
 )
 
@@ -154,6 +154,14 @@ def detect(
     runner: Annotated[str, typer.Option(help="thread or dask.")] = "thread",
     workers: Annotated[int, typer.Option(help="Parallel workers.")] = 2,
     experiment: Annotated[str, typer.Option(help="MLflow experiment.")] = "press-uncertainty",
+    cache: Annotated[
+        bool,
+        typer.Option(
+            "--cache/--no-cache",
+            help="Reuse results of identical steps (same table contents, model code and "
+            "greylab numerics); --no-cache recomputes every step.",
+        ),
+    ] = True,
     as_json: JsonOpt = False,
 ) -> None:
     """Calibrate every model, test it on calibration/validation splits, give verdicts."""
@@ -182,6 +190,7 @@ def detect(
             correction=correction,
             seed=seed,
             experiment=experiment,
+            cache=cache,
         )
     except ValidationError as exc:
         raise InputError(_pydantic_message(exc)) from None
@@ -202,15 +211,44 @@ def print_press_result(result: dict[str, Any]) -> None:
             f"{k}={val:.4g}±{v['standard_errors'][k]:.2g}" for k, val in v["parameters"].items()
         )
         rows.append(
-            [v["model"], v["verdict"], v["n_rejections"], v["min_alpha"], v["threshold"], estimates]
+            [
+                v["model"],
+                v["verdict"],
+                v["n_rejections"],
+                v.get("n_failed", 0),
+                v["min_alpha"],
+                v["threshold"],
+                estimates,
+            ]
         )
     stdout.print(
         table(
             f"Press study (sensors {', '.join(result['sensors'])})",
-            ["model", "verdict", "rejections", "min alpha", "threshold", "estimates ± s.e."],
+            [
+                "model",
+                "verdict",
+                "rejections",
+                "failed",
+                "min alpha",
+                "threshold",
+                "estimates ± s.e.",
+            ],
             rows,
         )
     )
     for warning in result.get("warnings", []):
         stderr.print(f"warning: {warning}")
+    print_cache_use(result.get("cache"))
     stderr.print(f"MLflow parent run {result['parent_run_id']}; look: {result['tracking']}")
+
+
+def print_cache_use(use: dict[str, Any] | None) -> None:
+    """One line on stderr: which steps came from the cache (never silent about a hit)."""
+    if not use or not use["cached"]:
+        return
+    computed = f"; recomputed: {', '.join(use['computed'])}" if use["computed"] else ""
+    stderr.print(
+        f"cache {use['status']}: from cache: {', '.join(use['cached'])}{computed} "
+        "(--no-cache recomputes)",
+        markup=False,
+    )

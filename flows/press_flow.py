@@ -4,6 +4,7 @@ ellipsoid, then calibration/validation tests in parallel batches -> verdicts, al
 from __future__ import annotations
 
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ from methods.press.design import Criterion
 from methods.press.hypothesis import Correction, Statistic
 from methods.press.splits import SplitKind
 from tasks import press as press_tasks
+from tasks.cache import CacheUse, cached
 from tasks.press_records import PressRecorder
 from tasks.tracking import validate_experiment_name
 
@@ -40,7 +42,9 @@ class PressStudy(BaseModel):
     twin_seed: int = Field(1, description="Seed of the digital twin")
     models: list[str] = Field(
         default_factory=lambda: ["M1", "M2", "M3"],
-        description="Candidate models: built-in names or package.module:attribute",
+        min_length=1,
+        description="Candidate models: built-in names, or plugins the worker allows "
+        "(entry points 'greylab.models', GREYLAB_ALLOWED_MODELS); never imported from here",
     )
     n_sensors: int | None = Field(
         2, ge=1, description="Sensors to keep by optimal design; empty = keep all"
@@ -55,7 +59,14 @@ class PressStudy(BaseModel):
     seed: int = 0
     batch_size: int = Field(25, ge=1, description="Splits per Prefect task")
     experiment: str = "press-uncertainty"
+    cache: bool = Field(
+        True,
+        description="Reuse results of identical steps (same table contents, model code and "
+        "greylab numerics); false recomputes every step",
+    )
 
+    # Flow parameters may come from the dashboard: they name code only through the worker's
+    # allow-list (models/registry.py) and stay within the machine's limits (tasks/limits.py).
     @field_validator("models")
     @classmethod
     def _models(cls, value: list[str]) -> list[str]:
@@ -88,13 +99,42 @@ def press_uncertainty(study: PressStudy | None = None) -> dict[str, Any]:
     return {**result, "parent_run_id": parent, "tracking": recorder.tracker.ui_hint()}
 
 
+class _Steps:
+    """The press tasks of one run, cached (or forced to recompute) as the study says, and a
+    record of which steps came from the cache."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.use = CacheUse()
+        t = press_tasks
+        self.correct, self.normality, self.design = (
+            cached(task, enabled=enabled) for task in (t.correct, t.normality, t.design)
+        )
+        self.fit, self.plan_splits, self.test_batch = (
+            cached(task, enabled=enabled) for task in (t.fit, t.plan_splits, t.test_batch)
+        )
+
+    def call(self, step: str, task: Any, *args: Any) -> Any:
+        state = task(*args, return_state=True)
+        self.use.record(step, state)
+        return state.result()
+
+    def corrected_table(self, path: str) -> str:
+        """The corrected table's path; a cached path whose file was deleted is recomputed."""
+        corrected = self.call("correct", self.correct, path)
+        if not Path(corrected).exists():
+            self.use.cached.remove("correct")
+            corrected = self.call("correct", self.correct.with_options(refresh_cache=True), path)
+        return corrected
+
+
 def _run(study: PressStudy, recorder: PressRecorder) -> dict[str, Any]:
     twin = None if study.data else {"truth": study.twin_truth.value, "seed": study.twin_seed}
     loaded = press_tasks.load_measurements(study.data, study.sensor_sheet, twin)
     sigma = loaded["sigma"]
     recorder.lineage(loaded["path"], loaded["source"])
-    path = press_tasks.correct(loaded["path"])
-    report = press_tasks.normality(path)
+    steps = _Steps(study.cache)
+    path = steps.corrected_table(loaded["path"])
+    report = steps.call("normality", steps.normality, path)
     recorder.normality(report)
     warnings: list[str] = []
     if not report.all_normal:
@@ -104,36 +144,56 @@ def _run(study: PressStudy, recorder: PressRecorder) -> dict[str, Any]:
             "the covariance and the tests assume Gaussian errors, so treat the verdicts with care"
         )
 
-    design = press_tasks.design(
-        study.models[0], path, study.n_sensors, study.criterion.value, sigma
+    design = steps.call(
+        "design",
+        steps.design,
+        study.models[0],
+        path,
+        study.n_sensors,
+        study.criterion.value,
+        sigma,
     )
     sensors = design.best_sensors
     recorder.design(design)
 
-    splits = press_tasks.plan_splits(
-        path, study.split.value, study.n_tests, study.seed, study.calibration_fraction
+    splits = steps.call(
+        "plan-splits",
+        steps.plan_splits,
+        path,
+        study.split.value,
+        study.n_tests,
+        study.seed,
+        study.calibration_fraction,
     )
     batches = [splits[i : i + study.batch_size] for i in range(0, len(splits), study.batch_size)]
-    fits = {m: press_tasks.fit.submit(m, path, sensors, sigma) for m in study.models}
+    fits = {m: steps.fit.submit(m, path, sensors, sigma) for m in study.models}
     futures = {
-        press_tasks.test_batch.submit(model, path, sensors, sigma, batch, study.statistic.value): (
+        steps.test_batch.submit(model, path, sensors, sigma, batch, study.statistic.value): (
             model,
+            index,
             len(batch),
         )
         for model in study.models
-        for batch in batches
+        for index, batch in enumerate(batches)
     }
     progress = Progress("tests", len(splits) * len(study.models), key="press-tests")
-    rows: dict[str, list[Any]] = {m: [] for m in study.models}
+    rows: dict[str, dict[int, Any]] = {m: {} for m in study.models}
     for fut in as_completed(list(futures)):
-        model, size = futures[fut]
-        rows[model].append(fut.result())
+        model, index, size = futures[fut]
+        rows[model][index] = fut.result()
         progress.advance(size)
+    for model, fit_future in fits.items():
+        fit_future.wait()
+        steps.use.record(f"fit {model}", fit_future.state)
+        for fut, (owner, index, _) in futures.items():
+            if owner == model:
+                steps.use.record(f"tests {model} #{index + 1}", fut.state)
+    recorder.cache(steps.use)
 
     verdicts = []
     for model in study.models:
         detection = press_tasks.verdict(
-            rows[model],
+            [rows[model][i] for i in sorted(rows[model])],
             study.tol,
             study.correction.value,
             len(splits),
@@ -147,9 +207,11 @@ def _run(study: PressStudy, recorder: PressRecorder) -> dict[str, Any]:
         verdicts.append(
             {
                 "model": model,
-                "verdict": "model uncertainty detected" if detection.rejected else "passes",
+                "verdict": detection.verdict,  # "... detected", "passes", "inconclusive"
                 "rejected": bool(detection.rejected),
                 "n_rejections": int(detection.n_rejections),
+                "n_failed": int(detection.n_failed),
+                "inconclusive": bool(detection.inconclusive),
                 "min_alpha": float(np.nanmin(detection.alpha_min, initial=np.inf)),
                 "threshold": float(detection.threshold),
                 "parameters": fit.parameters,
@@ -165,6 +227,7 @@ def _run(study: PressStudy, recorder: PressRecorder) -> dict[str, Any]:
         "normality": report.to_dict(),
         "verdicts": verdicts,
         "warnings": warnings,
+        "cache": steps.use.to_dict(),
     }
 
 

@@ -35,7 +35,18 @@ class DriveRecorder(StudyRecorder):
         structure = ",".join(search.best_structure_)
         t.log_params(run, {"best_structure": structure,
                            "best_codes": ",".join(map(str, search.best_codes_))})  # fmt: skip
-        t.set_tags(run, {"greylab.best_structure": structure})
+        resumed = int(getattr(search, "resumed_from_", 0) or 0)
+        t.set_tags(
+            run,
+            {
+                "greylab.best_structure": structure,
+                # the checkpoint is the drive study's cache: say when generations came from it
+                "greylab.cache": (
+                    "miss" if not resumed else "hit" if resumed >= search.generations else "partial"
+                ),
+                "greylab.cached_steps": f"generations 1-{resumed}" if resumed else "-",
+            },
+        )
         t.log_metrics(
             run,
             {"n_evaluations": float(search.n_evaluations_)}

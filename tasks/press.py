@@ -4,6 +4,10 @@ Tables travel between tasks as content-addressed Parquet paths (`schemas.storage
 references (`"M3"` or `package.module:attribute`), so every input is small, hashable for the
 cache and picklable for process/Dask workers. Results are the core's frozen result objects.
 
+Cache: the numerical steps are cached across runs by `tasks.cache.StudyCache`, keyed on the
+table *contents* behind the paths, the model's code and the greylab numerics (never on a path
+or a model name alone). The flow attaches the cache folder and expiry (`tasks.cache.cached`).
+
 Retries: only reading files from disk can fail transiently; a diverged fit or a failed test is
 a result, not something to retry blindly.
 """
@@ -16,7 +20,6 @@ from typing import Any
 
 import pandas as pd
 from prefect import task
-from prefect.cache_policies import INPUTS, TASK_SOURCE
 
 import methods
 from methods.press import hypothesis
@@ -30,10 +33,12 @@ from models.press import simulate_press
 from models.registry import resolve_model
 from schemas.press import load_press_table, load_sensor_sheet, validate_press_table
 from schemas.storage import store_table
+from tasks.cache import StudyCache, fresh_model_module
 from tasks.settings import load_settings
 from tasks.tracking import content_hash
 
-CODE_AND_INPUTS = INPUTS + TASK_SOURCE
+TABLE = StudyCache(tables=("path",), module_file=__file__)
+TABLE_AND_MODEL = StudyCache(tables=("path",), models=("model",), module_file=__file__)
 
 
 def _tables_dir() -> Path:
@@ -42,6 +47,12 @@ def _tables_dir() -> Path:
 
 def _read(path: str) -> pd.DataFrame:
     return pd.read_parquet(path)
+
+
+def _model(reference: str) -> Any:
+    """The model object, re-imported first if its plugin source changed in this process."""
+    fresh_model_module(reference)
+    return resolve_model(reference)
 
 
 @task(name="load-press-measurements", retries=2, retry_delay_seconds=2)
@@ -72,35 +83,35 @@ def load_measurements(
     return {"path": str(path), "hash": digest, "source": source, "sigma": sigma}
 
 
-@task(name="correct-to-setpoints", cache_policy=CODE_AND_INPUTS)
+@task(name="correct-to-setpoints", cache_policy=TABLE)
 def correct(path: str) -> str:
     """Map every series to the setpoint forces along its own branch; returns the new path."""
     corrected = methods.correct_to_setpoints(_read(path))
     return str(store_table(corrected, _tables_dir(), content_hash(corrected)))
 
 
-@task(name="check-normality", cache_policy=CODE_AND_INPUTS)
+@task(name="check-normality", cache_policy=TABLE)
 def normality(path: str, alpha: float = 0.05) -> NormalityReport:
     return methods.check_normality(_read(path), alpha=alpha)
 
 
-@task(name="design-sensors", cache_policy=CODE_AND_INPUTS)
+@task(name="design-sensors", cache_policy=TABLE_AND_MODEL)
 def design(
     model: str, path: str, n_sensors: int | None, criterion: str, sigma: dict | None
 ) -> SensorDesign:
     return methods.sensor_design(
-        resolve_model(model), _read(path), n_sensors=n_sensors, criterion=criterion, sigma=sigma
+        _model(model), _read(path), n_sensors=n_sensors, criterion=criterion, sigma=sigma
     )
 
 
-@task(name="fit-model", cache_policy=CODE_AND_INPUTS)
+@task(name="fit-model", cache_policy=TABLE_AND_MODEL)
 def fit(model: str, path: str, sensors: Sequence[str], sigma: dict | None) -> ParameterFit:
     return methods.fit_parameters(
-        resolve_model(model), _read(path), sensors=list(sensors), sigma=sigma
+        _model(model), _read(path), sensors=list(sensors), sigma=sigma
     )
 
 
-@task(name="plan-splits", cache_policy=CODE_AND_INPUTS)
+@task(name="plan-splits", cache_policy=TABLE)
 def plan_splits(path: str, kind: str, n_tests: int, seed: int, fraction: float) -> list[Split]:
     cube = to_cube(_read(path))
     return hypothesis.make_splits(
@@ -108,7 +119,7 @@ def plan_splits(path: str, kind: str, n_tests: int, seed: int, fraction: float) 
     )
 
 
-@task(name="test-split-batch", cache_policy=CODE_AND_INPUTS)
+@task(name="test-split-batch", cache_policy=TABLE_AND_MODEL)
 def test_batch(
     model: str,
     path: str,
@@ -119,7 +130,7 @@ def test_batch(
 ) -> pd.DataFrame:
     """Calibration/validation fits and the test statistic for a batch of splits."""
     prepared = hypothesis.prepare(
-        resolve_model(model), _read(path), sensors=list(sensors), sigma=sigma
+        _model(model), _read(path), sensors=list(sensors), sigma=sigma
     )
     return hypothesis.run_split_batch(prepared, list(splits), statistic=statistic)
 

@@ -31,6 +31,14 @@ class PressRecorder(StudyRecorder):
         digest = self.tracker.log_dataset(self.run_id, path, description=source, name="press")
         self.shared_tags = {"greylab.data_hash": digest, "greylab.data_source": source}
 
+    def cache(self, use: Any) -> None:
+        """Which steps came from the cache (`tasks.cache.CacheUse`): tags `greylab.cache`
+        (hit/partial/miss) and `greylab.cached_steps` on the parent and every model run."""
+        tags = use.tags()
+        self.tracker.set_tags(self.run_id, tags)
+        self.tracker.log_json(self.run_id, use.to_dict(), "cache.json")
+        self.shared_tags = {**self.shared_tags, **tags}
+
     def normality(self, report: Any) -> None:
         self.tracker.log_json(self.run_id, report.to_dict(), "normality.json")
         rows = report.table
@@ -83,13 +91,16 @@ class PressRecorder(StudyRecorder):
         metrics |= {
             "rejected": float(detection.rejected),
             "n_rejections": float(detection.n_rejections),
+            "n_failed": float(detection.n_failed),
+            "inconclusive": float(detection.inconclusive),
             "min_alpha": float(np.nanmin(detection.alpha_min, initial=np.inf)),
             "threshold": float(detection.threshold),
             "fit_cost": float(fit.cost),
         }
         t.log_metrics(run, metrics)
         t.log_series(run, "alpha_min", detection.alpha_min)
-        t.set_tags(run, {"greylab.verdict": "rejected" if detection.rejected else "passes"})
+        verdict = "rejected" if detection.rejected else "passes"
+        t.set_tags(run, {"greylab.verdict": "inconclusive" if detection.inconclusive else verdict})
         t.log_json(run, fit.to_dict(), "fit.json")
         t.log_json(run, fit.ellipsoid(0.95).to_dict(), "ellipsoid.json")
         t.log_json(run, detection.to_dict(), "detection.json")
