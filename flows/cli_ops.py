@@ -61,7 +61,7 @@ def ingest(
     emit(result, as_json=as_json, human=lambda: print_ingest_result(result))
     if (result.get("tracking") or {}).get("error"):
         if as_json:
-            stderr.print(escape(result["tracking"]["message"]), soft_wrap=True)
+            stderr.print(escape(result["tracking"]["message"]), soft_wrap=True, markup=True)
         raise typer.Exit(1)
 
 
@@ -82,17 +82,23 @@ def print_ingest_result(result: dict[str, Any], console: Console | None = None) 
                 f"[{colour[status]}]{status}[/{colour[status]}] "
                 f"{escape(str(outcome.get('name')))}: {escape(message)}",
                 soft_wrap=True,
+                markup=True,
             )
     console.print(
         f"stored: {result.get('rows', 0)} rows under {escape(str(result.get('data_root')))}",
         soft_wrap=True,
+        markup=True,
     )
     tracking = result.get("tracking") or {}
     if tracking.get("message"):
         style = "red" if tracking.get("error") else "green"
-        console.print(f"[{style}]{escape(tracking['message'])}[/{style}]", soft_wrap=True)
+        console.print(
+            f"[{style}]{escape(tracking['message'])}[/{style}]", soft_wrap=True, markup=True
+        )
     for study in result.get("studies") or []:
-        console.print(escape(", ".join(f"{k}: {v}" for k, v in study.items())), soft_wrap=True)
+        console.print(
+            escape(", ".join(f"{k}: {v}" for k, v in study.items())), soft_wrap=True, markup=True
+        )
 
 
 def serve(

@@ -171,10 +171,12 @@ def test_markup_in_names_headers_and_sensors_does_not_crash_the_output(tmp_path:
     write(inbox, "line-1__b.csv", frame)
     report = ingest_inbox(inbox, root)
     assert report.count(Status.quarantined) == 1 and report.count(Status.ingested) == 1
-    out = io.StringIO()
-    print_ingest_result({**report.to_dict(), "tracking": {}}, Console(file=out, width=200))
-    text = out.getvalue()
-    assert "[red]x[bold]__[i]a.csv" in text and "'[/x]'" in text
+    for markup in (True, False):  # our own console and the CLI's markup-free one
+        out = io.StringIO()
+        console = Console(file=out, width=200, markup=markup)
+        print_ingest_result({**report.to_dict(), "tracking": {}}, console)
+        text = out.getvalue()
+        assert "[red]x[bold]__[i]a.csv" in text and "'[/x]'" in text and "\\[" not in text
 
 
 def test_non_integer_series_and_steps_are_rejected_with_the_row(tmp_path: Path) -> None:
