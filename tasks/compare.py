@@ -21,6 +21,7 @@ STUDIES: dict[str, dict[str, Any]] = {
         "lead": [
             "model",
             "verdict",
+            "cache",
             "min_alpha",
             "n_rejections",
             "design",
@@ -38,6 +39,7 @@ STUDIES: dict[str, dict[str, Any]] = {
         "kind": "parent",
         "lead": [
             "best_structure",
+            "cache",
             "best_fitness",
             "best_rss",
             "population",
@@ -97,6 +99,8 @@ def runs_table(
             "start": pd.Timestamp(run.info.start_time, unit="ms"),
             "status": run.info.status,
             "verdict": tags.get("greylab.verdict", ""),
+            # hit/partial/miss: a comparison never mixes cached and recomputed runs unknowingly
+            "cache": tags.get("greylab.cache", ""),
             "data_hash": tags.get("greylab.data_hash", "")[:12],
             "commit": tags.get("greylab.commit", "")[:12],
         }

@@ -27,7 +27,8 @@ def _press_study(tracker: Tracker, verdicts: dict[str, bool], k5: float) -> None
     for model, rejected in verdicts.items():
         run = tracker.start_run(
             "press-uncertainty", f"model-{model}", study="press", parent_run_id=parent,
-            tags={"greylab.data_hash": "abc123", "greylab.verdict": "rejected" if rejected else "passes"},
+            tags={"greylab.data_hash": "abc123", "greylab.verdict": "rejected" if rejected else "passes",
+                  "greylab.cache": "hit" if k5 < 5395 else "miss"},
         )  # fmt: skip
         tracker.log_params(run, {"model": model, "split": "random", "design": "110"})
         tracker.log_metrics(run, {"min_alpha": 1e-9 if rejected else 0.2, "threshold": 1e-3,
@@ -43,6 +44,7 @@ def test_press_runs_table_and_figure(tracker: Tracker, tmp_path: Path) -> None:
     assert len(frame) == 3  # children only: the parents are not units of comparison
     assert list(frame.columns[:4]) == ["run_id", "start", "model", "verdict"]
     assert frame["model"].tolist() == ["M2", "M3", "M1"]  # newest first
+    assert frame["cache"].tolist() == ["hit", "miss", "miss"]  # the cached study is told apart
     assert set(frame["verdict"]) == {"rejected", "passes"}
     assert frame["param.k5"].tolist() == [5390.0, 5400.0, 5400.0]
     assert runs_table("press", last=1, tracker=tracker)["model"].tolist() == ["M2"]
