@@ -21,7 +21,9 @@ entry, either under ``outputs`` or through a ``paths`` entry)::
 need ``C^4``, so use 9 or more). ``paths``: segment ``i`` moves all axes along a straight line
 from waypoint ``i`` to ``i+1``, starting at ``times[i]`` and lasting ``durations[i]`` (default:
 until the next start time), with one smooth step profile (the path is the polygon).
-Errors are :class:`~methods.errors.InputError` naming the offending key.
+Errors are :class:`~methods.errors.InputError` naming the offending key. Sizes are bounded
+(a demand may come from a dashboard): ``degree <= MAX_DEGREE``, at most ``MAX_ITEMS`` moves,
+pieces, coefficients, waypoints or paths.
 """
 
 from __future__ import annotations
@@ -45,6 +47,15 @@ from methods.dae.trajectories import (
 from methods.errors import InputError
 
 __all__ = ["Demand", "parse_demand"]
+
+MAX_DEGREE = 61  # C^30; a chain of N masses needs 4N + 1
+MAX_ITEMS = 1000
+
+
+def _bounded(items: Sequence, where: str) -> Sequence:
+    if len(items) > MAX_ITEMS:
+        raise InputError(f"{where}: {len(items)} entries, at most {MAX_ITEMS} are allowed")
+    return items
 
 
 @dataclass(frozen=True)
@@ -92,7 +103,11 @@ def _num(spec: Mapping, key: str, where: str, default=None) -> float:
 def _degree(spec: Mapping, where: str, default: int = 9) -> int:
     deg = spec.get("degree", default)
     if isinstance(deg, bool) or not isinstance(deg, int) or deg < 3 or deg % 2 == 0:
-        raise InputError(f"{where}.degree: must be an odd integer >= 3 (9 or more), got {deg!r}")
+        raise InputError(
+            f"{where}.degree: must be an odd integer >= 3 (9 or more), got {str(deg)[:40]!r}"
+        )
+    if deg > MAX_DEGREE:
+        raise InputError(f"{where}.degree: at most {MAX_DEGREE}, got {deg}")
     return deg
 
 
@@ -124,6 +139,7 @@ def _trajectory(spec, where: str) -> Trajectory:
         coef = spec.get("coefficients")
         if not isinstance(coef, Sequence) or not coef:
             raise InputError(f"{where}.coefficients: expected a non-empty list of numbers")
+        _bounded(coef, f"{where}.coefficients")
         vals = tuple(_num({"c": c}, "c", f"{where}.coefficients") for c in coef)
         return Polynomial(vals, _num(spec, "t_ref", where, 0.0))
     if kind == "steps":
@@ -131,7 +147,7 @@ def _trajectory(spec, where: str) -> Trajectory:
         if not isinstance(moves, Sequence) or not moves:
             raise InputError(f"{where}.moves: expected a non-empty list of {{to, t0, t1}}")
         mv = []
-        for i, mspec in enumerate(moves):
+        for i, mspec in enumerate(_bounded(moves, f"{where}.moves")):
             w = f"{where}.moves[{i}]"
             if not isinstance(mspec, Mapping):
                 raise InputError(f"{w}: expected a mapping {{to, t0, t1}}")
@@ -142,7 +158,7 @@ def _trajectory(spec, where: str) -> Trajectory:
         if not isinstance(pieces, Sequence) or not pieces:
             raise InputError(f"{where}.pieces: expected a non-empty list")
         breaks, trs = [], []
-        for i, pspec in enumerate(pieces):
+        for i, pspec in enumerate(_bounded(pieces, f"{where}.pieces")):
             w = f"{where}.pieces[{i}]"
             if not isinstance(pspec, Mapping):
                 raise InputError(f"{w}: expected a mapping")
@@ -161,7 +177,15 @@ def _path(spec, where: str) -> dict[str, Trajectory]:
     axes = spec.get("axes")
     if not isinstance(axes, Sequence) or isinstance(axes, str) or not axes:
         raise InputError(f"{where}.axes: expected a list of output names")
-    pts = np.asarray(spec.get("waypoints", []), dtype=float)
+    raw_points = spec.get("waypoints", [])
+    if isinstance(raw_points, Sequence):
+        _bounded(raw_points, f"{where}.waypoints")
+    try:
+        pts = np.asarray(raw_points, dtype=float)
+    except (TypeError, ValueError):
+        raise InputError(
+            f"{where}.waypoints: expected a list of points (lists of numbers)"
+        ) from None
     if pts.ndim != 2 or pts.shape[1] != len(axes) or pts.shape[0] < 2:
         raise InputError(
             f"{where}.waypoints: expected >= 2 points with {len(axes)} coordinates each"
@@ -203,7 +227,10 @@ def parse_demand(spec: Mapping, output_names: Sequence[str] | None = None) -> De
         raise InputError("demand.outputs: expected a mapping name -> trajectory")
     for name, tspec in outs.items():
         outputs[str(name)] = _trajectory(tspec, f"demand.outputs.{name}")
-    for i, pspec in enumerate(spec.get("paths", []) or []):
+    paths = spec.get("paths", []) or []
+    if not isinstance(paths, Sequence) or isinstance(paths, str):
+        raise InputError("demand.paths: expected a list of paths")
+    for i, pspec in enumerate(_bounded(paths, "demand.paths")):
         for name, tr in _path(pspec, f"demand.paths[{i}]").items():
             if name in outputs:
                 raise InputError(f"demand.paths[{i}]: output {name!r} is already demanded")

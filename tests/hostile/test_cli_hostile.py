@@ -190,3 +190,16 @@ def test_error_messages_are_cut(capsys) -> None:
     assert code == 2
     assert len(err) < MAX_MESSAGE + 200 and "characters cut" in err
     assert len(clip("y" * 10_000, 300)) < 400
+
+
+def test_demand_sizes_are_bounded() -> None:
+    from methods.dae.demand import MAX_ITEMS, parse_demand
+    from methods.errors import InputError
+
+    step = {"type": "step", "start": 0, "end": 1, "t0": 0, "t1": 1}
+    with pytest.raises(InputError, match="degree: at most"):
+        parse_demand({"outputs": {"x": {**step, "degree": 10**9 + 1}}})
+    moves = [{"to": 1.0, "t0": i, "t1": i + 0.5} for i in range(MAX_ITEMS + 1)]
+    with pytest.raises(InputError, match="at most 1000"):
+        parse_demand({"outputs": {"x": {"type": "steps", "start": 0, "moves": moves}}})
+    parse_demand({"outputs": {"x": {**step, "degree": 41}}})  # a long chain's degree passes
