@@ -23,7 +23,9 @@ datasets/study=<press|drive>/campaign=<name>/part-<sha256>.parquet   validated r
 archive/<sha256>-<safe name>                                          ingested originals
 quarantine/<safe name> + <safe name>.error.txt                        rejects + reason
 ledger.jsonl                                                          one record per outcome
-.ingest.lock                                                          one run at a time
+.staging/                                                             copies being ingested
+.ingest.lock                                                          one run at a time (the
+                                                                      inbox folder is locked too)
 ```
 
 Identity is the SHA-256 of the file's bytes: a file whose content is already in the ledger is
@@ -31,8 +33,18 @@ a duplicate (archived, reported, not appended) whatever its name. Each part hold
 rows plus `source_sha256`; the part is named by the content hash, so rewriting it is
 idempotent.
 
-Crash safety: part (atomic temp + fsync + rename) -> ledger record (fsynced append) -> move
-the original. A re-run completes a half-done job: a part without ledger record is reused and
+Which files, and when: only `.csv`/`.parquet` files directly in the inbox (anything else is
+left in place and reported). A file is taken when stable: not modified for the settle window,
+then the same size, mtime and SHA-256 after waiting it again. It is copied to
+`<data root>/.staging/<sha256>-<safe name>`, hashed while copied; the staged copy is what is
+read, stored, archived or quarantined (too big to stage: the original is quarantined). The inbox
+file is removed at the end if it is still the file that was taken; if it changed meanwhile it is
+set aside in quarantine (its old content is ingested already). Folders on the import path are
+refused (`tasks.ingest_stage.check_locations`).
+
+Crash safety: part (atomic temp + fsync + rename) -> ledger record (fsynced append, with the
+inbox file's identity) -> archive the staged copy -> remove the inbox file. A staged copy left
+by a run killed after its ledger record is archived by the next run. A re-run completes a half-done job: a part without ledger record is reused and
 recorded; a ledger record whose original is still in the inbox is finished by archiving it.
 Temporary files of killed writes start with a dot, so dataset readers (pyarrow) skip them;
 the next run removes them.
