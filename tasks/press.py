@@ -106,9 +106,7 @@ def design(
 
 @task(name="fit-model", cache_policy=TABLE_AND_MODEL)
 def fit(model: str, path: str, sensors: Sequence[str], sigma: dict | None) -> ParameterFit:
-    return methods.fit_parameters(
-        _model(model), _read(path), sensors=list(sensors), sigma=sigma
-    )
+    return methods.fit_parameters(_model(model), _read(path), sensors=list(sensors), sigma=sigma)
 
 
 @task(name="plan-splits", cache_policy=TABLE)
@@ -129,9 +127,7 @@ def test_batch(
     statistic: str,
 ) -> pd.DataFrame:
     """Calibration/validation fits and the test statistic for a batch of splits."""
-    prepared = hypothesis.prepare(
-        _model(model), _read(path), sensors=list(sensors), sigma=sigma
-    )
+    prepared = hypothesis.prepare(_model(model), _read(path), sensors=list(sensors), sigma=sigma)
     return hypothesis.run_split_batch(prepared, list(splits), statistic=statistic)
 
 
