@@ -32,6 +32,7 @@ SERVICES = {
     "prefect-deploy",
     "dask-scheduler",
     "dask-worker",
+    "dask-certs",
 }
 # `${VAR}`, `${VAR:-default}`, `${VAR?err}`, `$VAR`; `$$` is a literal dollar for the shell.
 _VARIABLE = re.compile(r"(?<!\$)\$(?:\{([A-Za-z_][A-Za-z0-9_]*)[^}]*\}|([A-Za-z_][A-Za-z0-9_]*))")
@@ -279,7 +280,7 @@ def test_worker_and_dask_run_the_project_image(
     assert images["prefect-worker"] == images["dask-scheduler"] == images["dask-worker"]
     command = " ".join(_command(services["prefect-worker"]))
     assert command.startswith("prefect worker start --pool greylab-process --type process")
-    assert _command(services["dask-worker"])[:3] == ["dask", "worker", "tcp://dask-scheduler:8786"]
+    assert _command(services["dask-worker"])[:3] == ["dask", "worker", "tls://dask-scheduler:8786"]
     prefect_yaml = ROOT / "deployments" / "prefect.yaml"
     if prefect_yaml.exists():  # deployments must target the pool the worker polls
         pools = {
@@ -552,3 +553,24 @@ def test_dask_scheduler_is_internal_only(compose: dict[str, Any], services: dict
     on_compute = {n for n, s in services.items() if "compute" in (s.get("networks") or [])}
     assert on_compute == {"dask-scheduler", "dask-worker", "prefect-worker"}
     assert services["config-check"]["network_mode"] == "none"
+
+
+def test_every_dask_process_speaks_mutual_tls(services: dict[str, Any]) -> None:
+    """Scheduler, Dask workers and the Prefect worker (the client) carry the cluster's TLS
+    settings and certificates; the addresses are tls://; the certificates come first."""
+    for name in ("dask-scheduler", "dask-worker", "prefect-worker"):
+        service = services[name]
+        env = service.get("environment") or {}
+        assert env.get("DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION") == "True", name
+        assert env.get("DASK_DISTRIBUTED__COMM__TLS__CA_FILE") == "/tls/ca.pem", name
+        role = "CLIENT" if name == "prefect-worker" else name.split("-")[1].upper()
+        assert env.get(f"DASK_DISTRIBUTED__COMM__TLS__{role}__KEY") == "/tls/cluster-key.pem"
+        assert "dask-tls:/tls:ro" in service.get("volumes", []), name
+        assert env.get("GREYLAB_DASK_ADDRESS", "tls://").startswith("tls://"), name
+    assert services["dask-scheduler"]["depends_on"]["dask-certs"] == {
+        "condition": "service_completed_successfully"
+    }
+    certs = services["dask-certs"]
+    assert certs["command"] == ["python", "deployments/docker/dask_certs.py", "/tls"]
+    assert (ROOT / "deployments" / "docker" / "dask_certs.py").is_file()
+    assert certs.get("network_mode") == "none"  # makes keys, talks to nobody
