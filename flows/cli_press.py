@@ -171,9 +171,11 @@ def detect(
 
     if data is not None:
         _load(data, sheet)  # fail fast, before any server starts
-    from models.registry import allow_models
+    from models.registry import allow_models, resolve_model
 
     allow_models(split_list(models))  # the CLI user's own references (README: trust model)
+    for reference in split_list(models):
+        resolve_model(reference)  # fail fast on a wrong model, before any server starts
     try:
         study = PressStudy(
             data=str(data.resolve()) if data else None,

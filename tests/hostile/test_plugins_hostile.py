@@ -173,3 +173,15 @@ def test_ordinary_experiment_names_pass() -> None:
 
     for name in ["press-uncertainty", "lab 2026.12 run_3", "a", "x+y=z@lab"]:
         assert validate_experiment_name(name) == name
+
+
+def test_cli_detect_refuses_a_function_before_any_flow_runs(tmp_path, capsys, monkeypatch) -> None:
+    """`press detect --models os:abort`: exit 2 from the CLI's own check, no MLflow run made."""
+    from flows.cli import main
+
+    monkeypatch.setenv("GREYLAB_HOME", str(tmp_path / "home"))
+    assert main(["press", "simulate", "--out", str(tmp_path / "lab.csv")]) == 0
+    code = main(["press", "detect", "--data", str(tmp_path / "lab.csv"), "--models", "M1,os:abort"])
+    assert code == 2
+    assert "not a model" in capsys.readouterr().err
+    assert not (tmp_path / "home" / "mlflow.db").exists()  # refused before the flow started
