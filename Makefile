@@ -35,8 +35,13 @@ format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+## bench: every benchmark once, on its documented default (each prints ratios vs its baseline)
 bench: install
-	for b in benchmarks/*.py; do $(BIN)/python $$b || exit 1; done
+	PYTHONPATH=. $(BIN)/python benchmarks/press_detect.py
+	PYTHONPATH=. $(BIN)/python benchmarks/nist_strd.py
+	PYTHONPATH=. $(BIN)/python benchmarks/inverse.py
+	PYTHONPATH=. $(BIN)/python benchmarks/press_calibration.py 100 30
+	PYTHONPATH=. $(BIN)/python benchmarks/drive_search.py speed --seed 0
 
 clean:
 	rm -rf .greylab .pytest_cache .mypy_cache .ruff_cache
