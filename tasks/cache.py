@@ -128,9 +128,9 @@ def fresh_model_module(reference: str) -> None:
     if reference in BUILTIN_MODELS or ":" not in reference:
         return
     module_name = reference.partition(":")[0]
-    current = model_fingerprint(reference)
+    current = (model_fingerprint(reference) or "").partition("@")[2]  # the code, not the name
     previous = _LOADED.get(module_name)
-    _LOADED[module_name] = current or ""
+    _LOADED[module_name] = current
     module = sys.modules.get(module_name)
     if module is not None and previous is not None and current != previous:
         origin = getattr(module, "__file__", None)

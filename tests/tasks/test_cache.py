@@ -156,3 +156,21 @@ def test_clear_cache_empties_the_folder(tmp_path: Path) -> None:
     }
     assert not folder.exists()
     assert cache.clear_cache(folder)["files_removed"] == 0
+
+
+def test_two_attributes_of_one_module_do_not_force_reimports(
+    plugin_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib
+
+    from models.registry import resolve_model
+
+    (plugin_dir / "springcache.py").write_text(PLUGIN.format(scale=1) + "other = Spring()\n")
+    cache.fresh_model_module("springcache:spring")
+    resolve_model("springcache:spring")
+    reloads: list[str] = []
+    real_reload = importlib.reload
+    monkeypatch.setattr(importlib, "reload", lambda m: reloads.append(m.__name__) or real_reload(m))
+    cache.fresh_model_module("springcache:other")  # same file, same code: nothing to re-import
+    cache.fresh_model_module("springcache:spring")
+    assert reloads == []
