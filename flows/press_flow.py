@@ -105,13 +105,12 @@ class _Steps:
 
     def __init__(self, enabled: bool) -> None:
         self.use = CacheUse()
-        t = press_tasks
-        self.correct, self.normality, self.design = (
-            cached(task, enabled=enabled) for task in (t.correct, t.normality, t.design)
-        )
-        self.fit, self.plan_splits, self.test_batch = (
-            cached(task, enabled=enabled) for task in (t.fit, t.plan_splits, t.test_batch)
-        )
+        self.correct = cached(press_tasks.correct, enabled=enabled)
+        self.normality = cached(press_tasks.normality, enabled=enabled)
+        self.design = cached(press_tasks.design, enabled=enabled)
+        self.fit = cached(press_tasks.fit, enabled=enabled)
+        self.plan_splits = cached(press_tasks.plan_splits, enabled=enabled)
+        self.test_batch = cached(press_tasks.test_batch, enabled=enabled)
 
     def call(self, step: str, task: Any, *args: Any) -> Any:
         state = task(*args, return_state=True)

@@ -140,6 +140,23 @@ def test_cache_clear_command(lab: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert detect(lab, capsys)["cache"]["status"] == "miss"
 
 
+def test_half_written_cache_entries_are_recomputed(
+    lab: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A crash while a result was written leaves a truncated cache file: the next run must
+    recompute (a miss), never fail or return garbage."""
+    from tasks.settings import load_settings
+
+    first = detect(lab, capsys)
+    entries = [p for p in load_settings().cache_dir.rglob("*") if p.is_file()]
+    assert entries
+    for entry in entries:
+        entry.write_bytes(entry.read_bytes()[:50])
+    again = detect(lab, capsys)
+    assert again["cache"]["status"] == "miss"
+    assert k_of(again) == pytest.approx(k_of(first), rel=1e-9)
+
+
 @pytest.mark.slow
 def test_a_changed_file_under_methods_recomputes(tmp_path: Path) -> None:
     """A temporary copy of the project whose methods/ gets an edit (as an upgrade would):

@@ -174,3 +174,13 @@ def test_two_attributes_of_one_module_do_not_force_reimports(
     cache.fresh_model_module("springcache:other")  # same file, same code: nothing to re-import
     cache.fresh_model_module("springcache:spring")
     assert reloads == []
+
+
+@pytest.mark.parametrize("raw", ["abc", "-1", "0", "nan", "1e999x"])
+def test_cache_expiry_setting_is_checked(raw: str) -> None:
+    from methods.errors import InputError
+    from tasks.settings import load_settings
+
+    with pytest.raises(InputError, match="GREYLAB_CACHE_DAYS"):
+        load_settings({"GREYLAB_CACHE_DAYS": raw})
+    assert load_settings({"GREYLAB_CACHE_DAYS": "2.5"}).cache_days == 2.5
