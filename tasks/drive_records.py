@@ -14,51 +14,48 @@ from typing import Any
 
 import pandas as pd
 
-from tasks.tracking import StudyRecorder
+from tasks.recorder import Recorder
 
 
-class DriveRecorder(StudyRecorder):
+class DriveRecorder(Recorder):
     study = "drive"
     run_name = "drive-search"
 
-    def lineage(self, path: str, source: str) -> None:
-        self.tracker.log_dataset(self.run_id, path, description=source, name="drive")
-
     def generation(self, g: int, best: Any) -> None:
-        metrics = {"best_fitness": float(best.fitness), "best_rss": float(best.rss)}
-        self.tracker.log_metrics(self.run_id, metrics, step=g)
+        self.run.metrics({"best_fitness": float(best.fitness), "best_rss": float(best.rss)}, step=g)
 
     def result(self, search: Any, recording: pd.DataFrame) -> None:
-        from models.drivetrain import plots, simulate
-
-        t, run = self.tracker, self.run_id
+        run = self.run
         structure = ",".join(search.best_structure_)
-        t.log_params(run, {"best_structure": structure,
-                           "best_codes": ",".join(map(str, search.best_codes_))})  # fmt: skip
+        run.params({"best_structure": structure,
+                    "best_codes": ",".join(map(str, search.best_codes_))})  # fmt: skip
+        run.tags({"greylab.best_structure": structure})
+        # the checkpoint is the drive study's cache: say when generations came from it
         resumed = int(getattr(search, "resumed_from_", 0) or 0)
-        t.set_tags(
-            run,
+        self.cache_tags(
             {
-                "greylab.best_structure": structure,
-                # the checkpoint is the drive study's cache: say when generations came from it
                 "greylab.cache": (
                     "miss" if not resumed else "hit" if resumed >= search.generations else "partial"
                 ),
                 "greylab.cached_steps": f"generations 1-{resumed}" if resumed else "-",
-            },
+            }
         )
-        t.log_metrics(
-            run,
+        run.metrics(
             {"n_evaluations": float(search.n_evaluations_)}
             | {f"param.{k}": float(v) for k, v in search.best_parameters_.items()},
         )
-        t.log_table(run, search.history_, "history.csv")
+        run.table(search.history_, "history.csv")
         population = search.population_history_.assign(
             parameters=search.population_history_["parameters"].map(str)
         )
-        t.log_table(run, population, "population.csv")
-        t.log_json(run, search.state_space_, "state_space.json")
-        t.log_json(run, search.to_dict(), "result.json")
+        run.table(population, "population.csv")
+        run.json(search.state_space_, "state_space.json")
+        run.json(search.to_dict(), "result.json")
+        self._figures(search, recording)
+
+    def _figures(self, search: Any, recording: pd.DataFrame) -> None:
+        from models.drivetrain import plots, simulate
+
         time_s = recording["t_s"].to_numpy(float)
         measured = recording["velocity_rad_s"].to_numpy(float)
         simulated = simulate(
@@ -70,7 +67,5 @@ class DriveRecorder(StudyRecorder):
             **search.settings.kit_options(),
         )
         title = f"best {search.best_codes_} = {', '.join(search.best_structure_)}"
-        t.log_figure(
-            run, plots.plot_fit(time_s, measured, simulated, title=title), "figures/fit.png"
-        )
-        t.log_figure(run, plots.plot_history(search.history_), "figures/convergence.png")
+        self.run.figure(plots.plot_fit(time_s, measured, simulated, title=title), "figures/fit.png")
+        self.run.figure(plots.plot_history(search.history_), "figures/convergence.png")

@@ -1,5 +1,5 @@
 """What an inverse simulation records in MLflow: one parent run per invocation, a child per
-system x step size (all through `tasks.tracking.Tracker`, tag `greylab.study = inverse`).
+system x step size (through `tasks.recorder.Recorder`, tag `greylab.study = inverse`).
 
 Parent (`inverse-study`):
   params   the study settings (`systems`, `method`, `dt`/`dts`, `t_end`, `overrides`,
@@ -37,7 +37,7 @@ from typing import Any
 import pandas as pd
 
 from tasks.inverse import InverseOutcome
-from tasks.tracking import StudyRecorder
+from tasks.recorder import Recorder
 
 STUDY = "inverse"
 _RESERVED = {"system", "method", "dt", "t_end", "demand", "overrides"}
@@ -47,84 +47,48 @@ def _demand_param(demand: dict | None) -> str:
     return "default" if demand is None else json.dumps(demand, sort_keys=True)
 
 
-class InverseRecorder(StudyRecorder):
+class InverseRecorder(Recorder):
     study = STUDY
     run_name = "inverse-study"
 
     def log_settings(self, settings: dict[str, Any]) -> None:
         params = {k: v for k, v in settings.items() if v is not None and k != "demand"}
         params["demand"] = _demand_param(settings.get("demand"))
-        self.tracker.log_params(self.run_id, params)
-        self.tracker.log_json(self.run_id, settings, "study.json")
+        self.run.params(params)
+        self.run.json(settings, "study.json")
 
     def child(self, outcome: InverseOutcome, *, demand: dict | None, t_end: float | None) -> str:
         """One child run for one simulation (see the module docstring for its content)."""
-        t = self.tracker
         name = f"{outcome.system}-{outcome.method}-dt{outcome.dt:g}"
-        run = t.start_run(self.experiment, name, study=STUDY, parent_run_id=self.run_id)
-        result = outcome.result
-        horizon = float(result.table["t_s"].iloc[-1]) if result is not None else t_end
-        params: dict[str, Any] = {
-            "system": outcome.system,
-            "method": outcome.method,
-            "dt": outcome.dt,
-            "demand": _demand_param(demand),
-            "overrides": json.dumps(outcome.overrides, sort_keys=True),
-        }
-        if horizon is not None:
-            params["t_end"] = horizon
-        for key, value in outcome.parameters.items():
-            params[f"p_{key}" if key in _RESERVED else key] = value
-        t.log_params(run, params)
-        if outcome.system_info:
-            t.log_json(run, outcome.system_info, "system.json")
-        if result is None:
-            t.set_tags(run, {"greylab.verdict": "failed", "greylab.error": outcome.error})
-            if outcome.error_time is not None:
-                t.log_metrics(run, {"failed_at_s": outcome.error_time})
-            t.log_json(run, outcome.to_dict(), "result.json")
-            t.end_run(run, failed=True)
-            return run
-
-        newton = result.newton_iterations
-        metrics = {
-            "max_constraint_violation": result.max_constraint_violation,
-            "newton_iterations_total": newton["total"],
-            "newton_iterations_max": newton["max"],
-            "newton_iterations_mean": newton["mean"],
-            "wall_time_s": result.wall_time_s,
-            "compile_time_s": result.compile_time_s,
-            "n_steps": result.n_steps,
-            "rank_CB": result.rank_info.rank_CB,
-            "rank_p": result.rank_info.p,
-            "rank_ok": float(result.rank_info.ok),
-        }
-        if outcome.forward is not None:
-            metrics["tracking_error"] = outcome.forward.max_error
-            metrics["forward_wall_time_s"] = outcome.forward.wall_time_s
-            metrics |= {
-                f"tracking_error.{k}": v for k, v in outcome.forward.max_tracking_error.items()
-            }
-        if outcome.error_vs_exact:
-            metrics["error_vs_exact"] = outcome.max_error_vs_exact or 0.0
-            metrics |= {f"error_vs_exact.{k}": v for k, v in outcome.error_vs_exact.items()}
-        t.log_metrics(run, {k: float(v) for k, v in metrics.items()})
-        tags = {"greylab.verdict": "ok"}
-        if result.warnings:
-            tags["greylab.warnings"] = " | ".join(result.warnings)[:5000]
-        t.set_tags(run, tags)
-        t.log_table(run, result.table, "trajectory.parquet")
-        t.log_json(run, result.rank_info.to_dict(), "rank_info.json")
-        t.log_json(run, outcome.to_dict(), "result.json")
-        for fig_name, fig in _figures(result, outcome.system_info):
-            t.log_figure(run, fig, f"figures/{fig_name}.png")
-        t.end_run(run)
-        return run
+        with self.child_run(name) as run:
+            result = outcome.result
+            horizon = float(result.table["t_s"].iloc[-1]) if result is not None else t_end
+            run.params(_child_params(outcome, demand, horizon))
+            if outcome.system_info:
+                run.json(outcome.system_info, "system.json")
+            if result is None:
+                run.tags({"greylab.verdict": "failed", "greylab.error": outcome.error})
+                if outcome.error_time is not None:
+                    run.metrics({"failed_at_s": outcome.error_time})
+                run.json(outcome.to_dict(), "result.json")
+                run.failed = True
+                return run.id
+            run.metrics({k: float(v) for k, v in _child_metrics(outcome, result).items()})
+            tags = {"greylab.verdict": "ok"}
+            if result.warnings:
+                tags["greylab.warnings"] = " | ".join(result.warnings)[:5000]
+            run.tags(tags)
+            run.table(result.table, "trajectory.parquet")
+            run.json(result.rank_info.to_dict(), "rank_info.json")
+            run.json(outcome.to_dict(), "result.json")
+            for fig_name, fig in _figures(result, outcome.system_info):
+                run.figure(fig, f"figures/{fig_name}.png")
+        return run.id
 
     def summary(self, rows: list[dict[str, Any]]) -> None:
         """Parent: one summary row per child and the worst headline numbers."""
         frame = pd.DataFrame(rows)
-        self.tracker.log_table(self.run_id, frame, "summary.csv")
+        self.run.table(frame, "summary.csv")
         ok = frame[frame["status"] == "ok"] if "status" in frame else frame.iloc[:0]
         metrics = {
             "n_simulations": float(len(frame)),
@@ -133,7 +97,48 @@ class InverseRecorder(StudyRecorder):
         for key in ("max_constraint_violation", "tracking_error"):
             if key in ok and ok[key].notna().any():
                 metrics[key] = float(ok[key].max())
-        self.tracker.log_metrics(self.run_id, metrics)
+        self.run.metrics(metrics)
+
+
+def _child_params(
+    outcome: InverseOutcome, demand: dict | None, horizon: float | None
+) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "system": outcome.system,
+        "method": outcome.method,
+        "dt": outcome.dt,
+        "demand": _demand_param(demand),
+        "overrides": json.dumps(outcome.overrides, sort_keys=True),
+    }
+    if horizon is not None:
+        params["t_end"] = horizon
+    for key, value in outcome.parameters.items():
+        params[f"p_{key}" if key in _RESERVED else key] = value
+    return params
+
+
+def _child_metrics(outcome: InverseOutcome, result: Any) -> dict[str, Any]:
+    newton = result.newton_iterations
+    metrics = {
+        "max_constraint_violation": result.max_constraint_violation,
+        "newton_iterations_total": newton["total"],
+        "newton_iterations_max": newton["max"],
+        "newton_iterations_mean": newton["mean"],
+        "wall_time_s": result.wall_time_s,
+        "compile_time_s": result.compile_time_s,
+        "n_steps": result.n_steps,
+        "rank_CB": result.rank_info.rank_CB,
+        "rank_p": result.rank_info.p,
+        "rank_ok": float(result.rank_info.ok),
+    }
+    if outcome.forward is not None:
+        metrics["tracking_error"] = outcome.forward.max_error
+        metrics["forward_wall_time_s"] = outcome.forward.wall_time_s
+        metrics |= {f"tracking_error.{k}": v for k, v in outcome.forward.max_tracking_error.items()}
+    if outcome.error_vs_exact:
+        metrics["error_vs_exact"] = outcome.max_error_vs_exact or 0.0
+        metrics |= {f"error_vs_exact.{k}": v for k, v in outcome.error_vs_exact.items()}
+    return metrics
 
 
 def _figures(result: Any, info: dict[str, Any]) -> list[tuple[str, Any]]:

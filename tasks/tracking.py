@@ -13,17 +13,12 @@ params are plain setting names (`model`, `split`, `tol`, ...), metrics `param.<n
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
 import logging
-import math
 import re
-import subprocess
 import tempfile
 import time
 import warnings
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +26,10 @@ import pandas as pd
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunTag
 
+from tasks.recorder import Recorder, content_hash, finite, git_commit, param_text, run_tags
 from tasks.settings import Settings, load_settings
+
+__all__ = ["StudyRecorder", "Tracker", "content_hash", "git_commit", "validate_experiment_name"]
 
 # Creating or upgrading a SQLite store logs every migration step at INFO: not news for users.
 logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
@@ -39,7 +37,6 @@ logging.getLogger("alembic").setLevel(logging.WARNING)
 
 _MAX_METRICS_PER_BATCH = 1000
 _MAX_PARAMS_PER_BATCH = 100
-_PARAM_VALUE_LIMIT = 6000
 
 
 _EXPERIMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._+=@-]{0,99}$")
@@ -60,40 +57,6 @@ def validate_experiment_name(name: str) -> str:
             "a letter or digit, without '/', '\\' or '..'"
         )
     return text
-
-
-def content_hash(frame: pd.DataFrame) -> str:
-    """SHA-256 of a table's content (values, column names and dtypes; not the index)."""
-    hashed = pd.util.hash_pandas_object(frame.reset_index(drop=True), index=False)
-    digest = hashlib.sha256(hashed.to_numpy().tobytes())
-    digest.update(json.dumps([(str(c), str(t)) for c, t in frame.dtypes.items()]).encode())
-    return digest.hexdigest()
-
-
-def git_commit(cwd: Path | None = None) -> str:
-    """The project's current commit (with `+dirty` if the tree has changes), or `unknown`."""
-    root = cwd or Path(__file__).resolve().parents[1]
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=5,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return (sha + ("+dirty" if dirty else "")) if sha else "unknown"
-
-
-def _finite(value: float) -> float:
-    # MLflow stores NaN but not +-inf consistently across backends: clamp to large floats.
-    if math.isinf(value):
-        return 1e308 if value > 0 else -1e308
-    return float(value)
 
 
 class Tracker:
@@ -137,14 +100,7 @@ class Tracker:
         parent_run_id: str | None = None,
         tags: Mapping[str, str] | None = None,
     ) -> str:
-        all_tags = {
-            "greylab.study": study,
-            "greylab.kind": "child" if parent_run_id else "parent",
-            "greylab.commit": git_commit(),
-            **(tags or {}),
-        }
-        if parent_run_id:
-            all_tags["mlflow.parentRunId"] = parent_run_id
+        all_tags = run_tags(study, parent_run_id, tags)
         run = self.client.create_run(self.experiment_id(experiment), run_name=name, tags=all_tags)
         return run.info.run_id
 
@@ -153,10 +109,7 @@ class Tracker:
 
     # -- values -----------------------------------------------------------------------
     def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
-        items = [
-            Param(str(k), (v if isinstance(v, str) else json.dumps(v))[:_PARAM_VALUE_LIMIT])
-            for k, v in params.items()
-        ]
+        items = [Param(str(k), param_text(v)) for k, v in params.items()]
         for start in range(0, len(items), _MAX_PARAMS_PER_BATCH):
             self.client.log_batch(run_id, params=items[start : start + _MAX_PARAMS_PER_BATCH])
 
@@ -165,12 +118,12 @@ class Tracker:
 
     def log_metrics(self, run_id: str, metrics: Mapping[str, float], *, step: int = 0) -> None:
         now = int(time.time() * 1000)
-        self._send(run_id, [Metric(k, _finite(v), now, step) for k, v in metrics.items()])
+        self._send(run_id, [Metric(k, finite(v), now, step) for k, v in metrics.items()])
 
     def log_series(self, run_id: str, key: str, values: Iterable[float], *, start: int = 0) -> None:
         """A stepped metric (`alpha_min` per test, best fitness per generation) in batches."""
         now = int(time.time() * 1000)
-        self._send(run_id, [Metric(key, _finite(v), now, start + i) for i, v in enumerate(values)])
+        self._send(run_id, [Metric(key, finite(v), now, start + i) for i, v in enumerate(values)])
 
     def _send(self, run_id: str, metrics: list[Metric]) -> None:
         for start in range(0, len(metrics), _MAX_METRICS_PER_BATCH):
@@ -199,15 +152,25 @@ class Tracker:
             directory = str(Path(artifact_file).parent)
             self.client.log_artifact(run_id, str(local), None if directory == "." else directory)
 
-    def log_dataset(self, run_id: str, path: str, *, description: str, name: str) -> str:
+    def log_dataset(
+        self,
+        run_id: str,
+        path: str,
+        *,
+        description: str,
+        name: str,
+        frame: pd.DataFrame | None = None,
+        digest: str | None = None,
+    ) -> str:
         """Dataset lineage of a stored table (`path`, Parquet): its content hash and origin as
-        tags, and an MLflow dataset input whose source is the stored file."""
+        tags, and an MLflow dataset input whose source is the stored file. `frame` (the table
+        at `path`) and `digest` (its `content_hash`) save reading and hashing it again."""
         # mlflow.data registers from_pandas at import time, invisible to a type checker
         from mlflow.data.pandas_dataset import from_pandas
         from mlflow.entities import DatasetInput, InputTag
 
-        frame = pd.read_parquet(path)
-        digest = content_hash(frame)
+        frame = pd.read_parquet(path) if frame is None else frame
+        digest = digest or content_hash(frame)
         self.set_tags(run_id, {"greylab.data_hash": digest, "greylab.data_source": description})
         with warnings.catch_warnings():
             # MLflow hints about integer columns in the inferred schema: not actionable for
@@ -228,40 +191,5 @@ class Tracker:
         return f"open {uri} in a browser"
 
 
-class StudyRecorder:
-    """The parent run of one study invocation.
-
-    Subclasses name the study and the run and add what their study records. Use
-    `with recorder.session(settings) as run_id:` in a flow: the run opens with the settings as
-    params and ends FINISHED, or FAILED when the block raises or `recorder.failed` was set.
-    """
-
-    study = ""
-    run_name = ""
-
-    def __init__(self, experiment: str, tracker: Tracker | None = None) -> None:
-        self.experiment = experiment
-        self.tracker = tracker or Tracker()
-        self.parent: str | None = None
-        self.failed = False
-
-    @property
-    def run_id(self) -> str:
-        if self.parent is None:
-            raise RuntimeError(f"{type(self).__name__}: the run is not open (use session())")
-        return self.parent
-
-    def log_settings(self, settings: dict[str, Any]) -> None:
-        self.tracker.log_params(self.run_id, {k: v for k, v in settings.items() if v is not None})
-
-    @contextlib.contextmanager
-    def session(self, settings: dict[str, Any]) -> Iterator[str]:
-        self.tracker.ensure_store()
-        self.parent = self.tracker.start_run(self.experiment, self.run_name, study=self.study)
-        try:
-            self.log_settings(settings)
-            yield self.parent
-        except BaseException:
-            self.tracker.end_run(self.parent, failed=True)
-            raise
-        self.tracker.end_run(self.parent, failed=self.failed)
+# the recorder base moved to tasks/recorder.py; the old name stays importable
+StudyRecorder = Recorder

@@ -1,0 +1,357 @@
+"""The recorder base of every study, over a narrow tracker interface.
+
+A study recorder (`tasks/press_records.py`, `drive_records.py`, `inverse_records.py`) says
+*what* a study records; `Recorder` owns *how*: the parent run's lifecycle (`session`), child
+runs (`child_run`), params/metrics/tags/JSON/table/figure artifacts through a `Run` handle, the
+dataset lineage (data hash) and the cache tags copied onto every child.
+
+It writes through any `RunTracker`: `tasks.tracking.Tracker` (MLflow, the default) or
+`InMemoryTracker` (everything kept in memory: params, metrics, tags, artifacts by name with
+their content, runs with their parent and status) for tests and for users who want a
+study's records without a store. Both format values the same way (`param_text`, `finite`).
+
+This module imports neither mlflow nor matplotlib at import time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import math
+import subprocess
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import pandas as pd
+
+PARAM_VALUE_LIMIT = 6000
+
+
+def content_hash(frame: pd.DataFrame) -> str:
+    """SHA-256 of a table's content (values, column names and dtypes; not the index)."""
+    hashed = pd.util.hash_pandas_object(frame.reset_index(drop=True), index=False)
+    digest = hashlib.sha256(hashed.to_numpy().tobytes())
+    digest.update(json.dumps([(str(c), str(t)) for c, t in frame.dtypes.items()]).encode())
+    return digest.hexdigest()
+
+
+def git_commit(cwd: Path | None = None) -> str:
+    """The project's current commit (with `+dirty` if the tree has changes), or `unknown`."""
+    root = cwd or Path(__file__).resolve().parents[1]
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (sha + ("+dirty" if dirty else "")) if sha else "unknown"
+
+
+def finite(value: float) -> float:
+    """A metric value as stored: NaN kept, +-inf clamped to +-1e308 (MLflow backends differ)."""
+    if math.isinf(value):
+        return 1e308 if value > 0 else -1e308
+    return float(value)
+
+
+def param_text(value: Any) -> str:
+    """A param value as stored: strings as they are, anything else as JSON, truncated."""
+    return (value if isinstance(value, str) else json.dumps(value))[:PARAM_VALUE_LIMIT]
+
+
+def run_tags(study: str, parent_run_id: str | None, tags: Mapping[str, str] | None) -> dict:
+    """The tags every run starts with (study, parent/child, commit) plus `tags`."""
+    all_tags = {
+        "greylab.study": study,
+        "greylab.kind": "child" if parent_run_id else "parent",
+        "greylab.commit": git_commit(),
+        **(tags or {}),
+    }
+    if parent_run_id:
+        all_tags["mlflow.parentRunId"] = parent_run_id
+    return all_tags
+
+
+class RunTracker(Protocol):
+    """What a recorder needs from a tracking store (runs by id; thread-safe)."""
+
+    def ensure_store(self) -> None: ...
+    def start_run(
+        self,
+        experiment: str,
+        name: str,
+        *,
+        study: str,
+        parent_run_id: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> str: ...
+    def end_run(self, run_id: str, *, failed: bool = False) -> None: ...
+    def log_params(self, run_id: str, params: Mapping[str, Any]) -> None: ...
+    def set_tags(self, run_id: str, tags: Mapping[str, Any]) -> None: ...
+    def log_metrics(self, run_id: str, metrics: Mapping[str, float], *, step: int = 0) -> None: ...
+    def log_series(
+        self, run_id: str, key: str, values: Iterable[float], *, start: int = 0
+    ) -> None: ...
+    def log_json(self, run_id: str, obj: Any, artifact_file: str) -> None: ...
+    def log_figure(self, run_id: str, figure: Any, artifact_file: str) -> None: ...
+    def log_table(self, run_id: str, frame: pd.DataFrame, artifact_file: str) -> None: ...
+    def log_dataset(
+        self,
+        run_id: str,
+        path: str,
+        *,
+        description: str,
+        name: str,
+        frame: pd.DataFrame | None = None,
+        digest: str | None = None,
+    ) -> str: ...
+    def ui_hint(self) -> str: ...
+
+
+@dataclass
+class Run:
+    """One open run: log to it by name, without repeating the tracker and the id."""
+
+    tracker: RunTracker
+    id: str
+
+    def params(self, values: Mapping[str, Any]) -> None:
+        self.tracker.log_params(self.id, values)
+
+    def metrics(self, values: Mapping[str, float], *, step: int = 0) -> None:
+        self.tracker.log_metrics(self.id, values, step=step)
+
+    def series(self, key: str, values: Iterable[float], *, start: int = 0) -> None:
+        self.tracker.log_series(self.id, key, values, start=start)
+
+    def tags(self, values: Mapping[str, Any]) -> None:
+        self.tracker.set_tags(self.id, values)
+
+    def json(self, obj: Any, artifact_file: str) -> None:
+        self.tracker.log_json(self.id, obj, artifact_file)
+
+    def table(self, frame: pd.DataFrame, artifact_file: str) -> None:
+        self.tracker.log_table(self.id, frame, artifact_file)
+
+    def figure(self, figure: Any, artifact_file: str) -> None:
+        self.tracker.log_figure(self.id, figure, artifact_file)
+
+
+class ChildRun(Run):
+    """A child run inside `Recorder.child_run`; set `failed` to end it FAILED without raising."""
+
+    failed: bool = False
+
+
+class Recorder:
+    """The parent run of one study invocation, and its child runs.
+
+    Subclasses name the study and the run and add what their study records. Use
+    `with recorder.session(settings) as run_id:` in a flow: the run opens with the settings as
+    params and ends FINISHED, or FAILED when the block raises or `recorder.failed` was set.
+    `tracker`: where to write (default: MLflow through `tasks.tracking.Tracker`).
+    """
+
+    study = ""
+    run_name = ""
+
+    def __init__(self, experiment: str, tracker: RunTracker | None = None) -> None:
+        if tracker is None:
+            from tasks.tracking import Tracker  # imports mlflow
+
+            tracker = Tracker()
+        self.experiment = experiment
+        self.tracker: RunTracker = tracker
+        self.parent: str | None = None
+        self.failed = False
+        self.shared_tags: dict[str, str] = {}  # copied onto every child run
+        self._tables: dict[str, pd.DataFrame] = {}
+
+    @property
+    def run_id(self) -> str:
+        if self.parent is None:
+            raise RuntimeError(f"{type(self).__name__}: the run is not open (use session())")
+        return self.parent
+
+    @property
+    def run(self) -> Run:
+        """The open parent run."""
+        return Run(self.tracker, self.run_id)
+
+    def log_settings(self, settings: dict[str, Any]) -> None:
+        self.run.params({k: v for k, v in settings.items() if v is not None})
+
+    @contextlib.contextmanager
+    def session(self, settings: dict[str, Any]) -> Iterator[str]:
+        self.tracker.ensure_store()
+        self.parent = self.tracker.start_run(self.experiment, self.run_name, study=self.study)
+        try:
+            self.log_settings(settings)
+            yield self.parent
+        except BaseException:
+            self.tracker.end_run(self.parent, failed=True)
+            raise
+        self.tracker.end_run(self.parent, failed=self.failed)
+
+    @contextlib.contextmanager
+    def child_run(self, name: str) -> Iterator[ChildRun]:
+        """A child run of the parent with the shared tags; it ends FINISHED, or FAILED when
+        the block raises or `run.failed` was set."""
+        run_id = self.tracker.start_run(
+            self.experiment, name, study=self.study, parent_run_id=self.run_id,
+            tags=self.shared_tags,
+        )  # fmt: skip
+        run = ChildRun(self.tracker, run_id)
+        try:
+            yield run
+        except BaseException:
+            self.tracker.end_run(run_id, failed=True)
+            raise
+        self.tracker.end_run(run_id, failed=run.failed)
+
+    def table(self, path: str) -> pd.DataFrame:
+        """The stored Parquet table at `path`, read once per recorder (tables are
+        content-addressed: a path's content never changes)."""
+        if path not in self._tables:
+            self._tables[path] = pd.read_parquet(path)
+        return self._tables[path]
+
+    def lineage(self, path: str, source: str, *, digest: str | None = None) -> str:
+        """Dataset lineage on the parent: tags `greylab.data_hash` (the table's content hash:
+        `digest` when the caller has it, else computed) and `greylab.data_source`, a dataset
+        input named after the study; both tags are copied onto every child. Returns the hash."""
+        digest = self.tracker.log_dataset(
+            self.run_id,
+            path,
+            description=source,
+            name=self.study,
+            frame=self.table(path),
+            digest=digest,
+        )
+        self.shared_tags |= {"greylab.data_hash": digest, "greylab.data_source": source}
+        return digest
+
+    def cache_tags(self, tags: Mapping[str, str]) -> None:
+        """Which steps came from the cache (`greylab.cache`, `greylab.cached_steps`): on the
+        parent and copied onto every child."""
+        self.run.tags(tags)
+        self.shared_tags |= dict(tags)
+
+
+# -- in memory ---------------------------------------------------------------------------
+@dataclass
+class RecordedRun:
+    """Everything recorded in one run: `metrics[key]` is `[(step, value), ...]` in logging
+    order; `artifacts[name]` is a dict (JSON), a DataFrame (table) or PNG bytes (figure)."""
+
+    run_id: str
+    experiment: str
+    name: str
+    parent_run_id: str | None
+    status: str = "RUNNING"
+    params: dict[str, str] = field(default_factory=dict)
+    metrics: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    artifacts: dict[str, Any] = field(default_factory=dict)
+    datasets: list[dict[str, str]] = field(default_factory=list)
+
+    def metric(self, key: str) -> float:
+        """The last value logged for `key`."""
+        return self.metrics[key][-1][1]
+
+
+class InMemoryTracker:
+    """A `RunTracker` keeping every run in `runs` (by id, in creation order)."""
+
+    def __init__(self) -> None:
+        self.runs: dict[str, RecordedRun] = {}
+        self.store_ready = False
+
+    def ensure_store(self) -> None:
+        self.store_ready = True
+
+    def start_run(
+        self,
+        experiment: str,
+        name: str,
+        *,
+        study: str,
+        parent_run_id: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> str:
+        run_id = f"run-{len(self.runs) + 1}"
+        run = RecordedRun(run_id, experiment, name, parent_run_id)
+        run.tags = run_tags(study, parent_run_id, tags)
+        self.runs[run_id] = run
+        return run_id
+
+    def end_run(self, run_id: str, *, failed: bool = False) -> None:
+        self.runs[run_id].status = "FAILED" if failed else "FINISHED"
+
+    def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
+        self.runs[run_id].params |= {str(k): param_text(v) for k, v in params.items()}
+
+    def set_tags(self, run_id: str, tags: Mapping[str, Any]) -> None:
+        self.runs[run_id].tags |= {str(k): str(v) for k, v in tags.items()}
+
+    def log_metrics(self, run_id: str, metrics: Mapping[str, float], *, step: int = 0) -> None:
+        for key, value in metrics.items():
+            self.runs[run_id].metrics.setdefault(key, []).append((step, finite(value)))
+
+    def log_series(self, run_id: str, key: str, values: Iterable[float], *, start: int = 0) -> None:
+        steps = self.runs[run_id].metrics.setdefault(key, [])
+        steps += [(start + i, finite(v)) for i, v in enumerate(values)]
+
+    def log_json(self, run_id: str, obj: Any, artifact_file: str) -> None:
+        self.runs[run_id].artifacts[artifact_file] = json.loads(json.dumps(obj))
+
+    def log_figure(self, run_id: str, figure: Any, artifact_file: str) -> None:
+        import matplotlib.pyplot as plt
+
+        buffer = io.BytesIO()
+        try:
+            figure.savefig(buffer, format="png")
+        finally:
+            plt.close(figure)
+        self.runs[run_id].artifacts[artifact_file] = buffer.getvalue()
+
+    def log_table(self, run_id: str, frame: pd.DataFrame, artifact_file: str) -> None:
+        self.runs[run_id].artifacts[artifact_file] = frame.reset_index(drop=True).copy()
+
+    def log_dataset(
+        self,
+        run_id: str,
+        path: str,
+        *,
+        description: str,
+        name: str,
+        frame: pd.DataFrame | None = None,
+        digest: str | None = None,
+    ) -> str:
+        table = pd.read_parquet(path) if frame is None else frame
+        digest = digest or content_hash(table)
+        self.set_tags(run_id, {"greylab.data_hash": digest, "greylab.data_source": description})
+        source = Path(path).resolve().as_uri()
+        self.runs[run_id].datasets.append({"name": name, "source": source, "digest": digest[:36]})
+        return digest
+
+    def ui_hint(self) -> str:
+        return "in memory (InMemoryTracker.runs)"
+
+    # -- queries for tests -----------------------------------------------------------------
+    def children(self, parent_run_id: str) -> list[RecordedRun]:
+        return [r for r in self.runs.values() if r.parent_run_id == parent_run_id]
+
+    def parents(self) -> list[RecordedRun]:
+        return [r for r in self.runs.values() if r.parent_run_id is None]
