@@ -9,6 +9,11 @@ Names are consistent across studies so the MLflow compare view lines runs up:
 params are plain setting names (`model`, `split`, `tol`, ...), metrics `param.<name>`,
 `stderr.<name>`, `alpha_min` (stepped by test), tags `greylab.study`, `greylab.kind`
 (`parent` or `child`), `greylab.data_hash`, `greylab.commit`.
+
+`Tracker` is the MLflow implementation of `tasks.recorder.RunTracker`; the study recorders
+(`tasks.recorder.Recorder` and its subclasses) write through that interface, so
+`tasks.recorder.InMemoryTracker` can stand in for it. `content_hash` and `git_commit` live in
+`tasks.recorder` (no mlflow import) and are re-exported here.
 """
 
 from __future__ import annotations
