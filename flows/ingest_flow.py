@@ -1,7 +1,7 @@
 """Flow `ingest-lab-data`: inbox -> validated Parquet dataset, archive, quarantine, ledger;
 one MLflow run per ingestion; optionally the press study for campaigns with new data.
 
-Rules (study by columns, campaign by file name, layout, crash safety): `tasks.ingest`.
+Rules (study by columns, campaign by file name, layout, crash safety): the `ingestion` package.
 Entry point for deployments: `flows/ingest_flow.py:ingest_lab_data`; for the CLI: `run_ingest`.
 """
 

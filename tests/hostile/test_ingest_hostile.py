@@ -13,10 +13,12 @@ import pandas as pd
 import pytest
 from rich.console import Console
 
+from ingestion import job
+from ingestion.errors import IngestBusyError, IngestError
+from ingestion.ledger import Ledger, exclusive_lock
 from schemas.lab_files import FileLimits
 from tasks import ingest
 from tasks.ingest import Status, ingest_inbox, read_dataset
-from tasks.ingest_files import IngestBusyError, IngestError, Ledger, exclusive_lock
 from tests.tasks.ingest_data import press_frame, write
 
 SETTLE = 0.3  # seconds: long enough to see a writer, short enough for a fast suite
@@ -68,7 +70,7 @@ def test_half_written_file_is_taken_only_when_complete(tmp_path: Path) -> None:
     assert len(stored) == len(frame)  # all rows, exactly once
     (record,) = _ingested(root)
     archived = root / "archive" / f"{record['sha256']}-{path.name}"
-    from tasks.ingest_files import hash_file
+    from ingestion.inbox import hash_file
 
     assert hash_file(archived)[0] == record["sha256"]  # the ledger hash is the stored bytes'
 
@@ -118,7 +120,7 @@ def test_file_deleted_between_validation_and_archiving(
     inbox, root = _folders(tmp_path)
     path = write(inbox, "line-1__a.csv", press_frame(np.random.default_rng(5)))
     other = write(inbox, "line-1__b.csv", press_frame(np.random.default_rng(6)))
-    real = ingest.validate
+    real = job.validate
 
     def validate_then_delete(study, frame, *, source):  # the deletion is real, only timed
         result = real(study, frame, source=source)
@@ -126,7 +128,7 @@ def test_file_deleted_between_validation_and_archiving(
             path.unlink()
         return result
 
-    monkeypatch.setattr(ingest, "validate", validate_then_delete)
+    monkeypatch.setattr(job, "validate", validate_then_delete)
     report = ingest_inbox(inbox, root)  # the run is not aborted
     assert report.count(Status.ingested) == 2 and not other.exists()
     for record in _ingested(root):  # every "ingested" has its archived original
@@ -253,7 +255,7 @@ def test_non_data_files_are_left_alone(tmp_path: Path) -> None:
 
 
 def test_folders_on_the_import_path_are_refused(tmp_path: Path) -> None:
-    from tasks.ingest_stage import PROJECT_DIR
+    from ingestion.staging import PROJECT_DIR
 
     inbox, _ = _folders(tmp_path)
     for inbox_, root in ((PROJECT_DIR, tmp_path / "d"), (inbox, PROJECT_DIR / "labdata")):

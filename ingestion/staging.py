@@ -1,4 +1,4 @@
-"""Ingestion helpers without Prefect: where folders may be, staged copies, safe CSV cells.
+"""Where the inbox and data root may be, and staged copies of inbox files.
 
 - `check_locations`: the inbox and the data root must not be the project folder, a folder on
   `sys.path`, or reachable from either through importable names (`data/quarantine/x.py` would
@@ -6,8 +6,6 @@
 - `stage_copy`: a file is copied (never followed through a symlink) into `<data root>/.staging`
   and hashed while copied; ingestion reads, archives and quarantines that copy, so the hash in
   the ledger is the hash of what was stored, whatever happens to the inbox file meanwhile.
-- `neutralise_formulas`: text cells starting with `= + - @`, tab or CR get a leading `'` so a
-  spreadsheet opening a CSV artifact shows them as text instead of evaluating them.
 """
 
 from __future__ import annotations
@@ -18,17 +16,14 @@ import stat
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from tasks.ingest_files import FileIdentity, IngestError, display_name, fsync_dir
+from ingestion.errors import IngestError
+from ingestion.inbox import FileIdentity
+from ingestion.names import display_name
+from schemas.storage import fsync_dir
 
-if TYPE_CHECKING:
-    import pandas as pd
-
-STAGING = ".staging"
 DATA_SUFFIXES = (".csv", ".parquet")
 PROJECT_DIR = Path(__file__).resolve().parents[1]
-_FORMULA = ("=", "+", "-", "@", "\t", "\r")
 
 
 def _import_roots() -> list[Path]:
@@ -106,18 +101,3 @@ def stage_copy(path: Path, staging: Path, safe: str) -> tuple[Path, str, FileIde
         staged.unlink(missing_ok=True)
         raise IngestError(f"{display_name(path.name)}: changed while being copied")
     return staged, sha, identity
-
-
-def neutralise_formulas(frame: pd.DataFrame) -> pd.DataFrame:
-    """Text cells that a spreadsheet would run as a formula, prefixed with `'`."""
-
-    def cell(value: object) -> object:
-        if isinstance(value, str) and value.startswith(_FORMULA):
-            return "'" + value
-        return value
-
-    out = frame.copy()
-    for column in out.columns:
-        if out[column].dtype == object or str(out[column].dtype) in ("str", "string"):
-            out[column] = out[column].map(cell).astype(object)
-    return out

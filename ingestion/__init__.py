@@ -1,0 +1,58 @@
+"""Lab-data ingestion core (no Prefect, no MLflow): inbox -> validated, partitioned Parquet dataset; archive; quarantine.
+
+Which study a file belongs to (by its columns, exact names):
+
+- press measurement table: `series, step, force_setpoint_N, force_N, sensor, displacement_um`
+- drive recording: `t_s, torque_Nm, velocity_rad_s` (+ optional `position_rad`)
+
+A file with every column of exactly one study belongs to it; with every column of both it is
+ambiguous (quarantined). Otherwise it belongs to the study whose columns it has the larger
+share of, if that share is at least half (so a press table lacking one column is reported as
+"press table missing column ..."); anything else is "neither" (quarantined). Extra columns
+are dropped; drive parts always carry `position_rad` (null when the file has none), so
+all parts of a study share one Parquet schema.
+
+Campaign, from the file name: `<campaign>__<anything>.csv|.parquet` with campaign
+`[a-z0-9-]{1,64}` (lower case; two underscores separate it); any other name goes to campaign
+`default`. Example: `line-3__2026-05-01_run2.csv` -> campaign `line-3`.
+
+Layout under the data root:
+
+```
+datasets/study=<press|drive>/campaign=<name>/part-<sha256>.parquet   validated rows
+archive/<sha256>-<safe name>                                          ingested originals
+quarantine/<safe name> + <safe name>.error.txt                        rejects + reason
+ledger.jsonl                                                          one record per outcome
+.staging/                                                             copies being ingested
+.ingest.lock                                                          one run at a time (the
+                                                                      inbox folder is locked too)
+```
+
+Identity is the SHA-256 of the file's bytes: a file whose content is already in the ledger is
+a duplicate (archived, reported, not appended) whatever its name. Each part holds the validated
+rows plus `source_sha256`; the part is named by the content hash, so rewriting it is
+idempotent.
+
+Which files, and when: only `.csv`/`.parquet` files directly in the inbox (anything else is
+left in place and reported). A file is taken when stable: not modified for the settle window,
+then the same size, mtime and SHA-256 after waiting it again. It is copied to
+`<data root>/.staging/<sha256>-<safe name>`, hashed while copied; the staged copy is what is
+read, stored, archived or quarantined (too big to stage: the original is quarantined). The inbox
+file is removed at the end if it is still the file that was taken; if it changed meanwhile it is
+set aside in quarantine (its old content is ingested already). Folders on the import path are
+refused (`ingestion.staging.check_locations`).
+
+Crash safety: part (atomic temp + fsync + rename) -> ledger record (fsynced append, with the
+inbox file's identity) -> archive the staged copy -> remove the inbox file. A staged copy left
+by a run killed after its ledger record is archived by the next run. A re-run completes a half-done job: a part without ledger record is reused and
+recorded; a ledger record whose original is still in the inbox is finished by archiving it.
+Temporary files of killed writes start with a dot, so dataset readers (pyarrow) skip them;
+the next run removes them.
+
+Modules: `rules` (study, campaign, validation), `layout` (where files go), `results` (outcomes
+and the report), `names`, `inbox` (scan, hash, identity), `moves` (no-overwrite moves), `ledger`
+(JSON Lines ledger and the lock), `staging` (allowed folders, staged copies), `job` (one file's
+crash-safe steps), `run` (`ingest_inbox`), `readers` (the dataset back). The Prefect tasks and
+the MLflow recorder are `tasks.ingest` and `tasks.ingest_records`; atomic writes are
+`schemas.storage`.
+"""
