@@ -76,7 +76,7 @@ def _no_study(study: Any) -> dict[str, Any]:
 
 
 def test_study_trigger_runs_press_on_the_real_campaign_table_and_skips_drive(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefect_home: None
 ) -> None:
     """The campaign table is built from the ingested parts; only the press study itself is
     replaced by a recorder (its own tests run it)."""
@@ -111,7 +111,7 @@ def test_study_trigger_runs_press_on_the_real_campaign_table_and_skips_drive(
 
 
 def test_study_trigger_reports_bad_campaign_data_without_failing(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefect_home: None
 ) -> None:
     """Each file is valid, their concatenation is not (4 steps, then 3)."""
     import flows.press_flow
@@ -161,8 +161,9 @@ def _check_stored(root: Path, results: list[dict[str, Any]], inputs: list[pd.Dat
     )
 
 
-@pytest.fixture
-def prefect_home(tmp_path: Path) -> Any:
+@pytest.fixture(scope="module")
+def prefect_home(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One private Prefect home (and ephemeral server database) for this module's runs."""
     from prefect.settings import (
         PREFECT_HOME,
         PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS,
@@ -170,7 +171,7 @@ def prefect_home(tmp_path: Path) -> Any:
     )
 
     updates = {
-        PREFECT_HOME: tmp_path / "prefect",
+        PREFECT_HOME: tmp_path_factory.mktemp("prefect"),
         PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS: 90,
     }
     with temporary_settings(updates=updates):
