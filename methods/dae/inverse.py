@@ -180,6 +180,51 @@ def solve_inverse(
     automatically for long runs of large models; compile time is reported separately).
     """
     pb = problem
+    meth, demand, t0, n_steps = _checked_inputs(pb, demand, method, dt, t_end)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        msgs = _check_smoothness(pb, demand)
+    for w in caught:
+        warnings.warn(w.message, w.category, stacklevel=2)
+
+    q0, v0, u0 = consistent_start(pb, demand, t0)
+    rank_info = pb.rank_at(q0, v0, f"start t = {t0:g} s")
+    march = _March(pb, meth, float(dt), tol, chunk_len, jit, n_steps, t0)
+    march.start(q0, v0, u0, _stage_parameters(pb, demand, meth, march.h, t0, n_steps + chunk_len))
+    march.run()
+    h = march.h
+    t = t0 + h * np.arange(n_steps + 1)
+    Y, n = march.Y, pb.n
+    Q, V, U = Y[:n], Y[n : 2 * n] / h, Y[2 * n :] / h**2
+    V[:, 0], U[:, 0] = v0, u0
+    phi = np.asarray(ca.Function("phi", [pb.q], [pb.Phi]).map(n_steps + 1)(Q))
+    gam = demand.evaluate(pb.output_names, t, 0)[0]
+    cols = {"t_s": t}
+    for names, arr in ((pb.coordinate_names, Q), (pb.velocity_names, V), (pb.control_names, U)):
+        cols.update({nm: arr[i] for i, nm in enumerate(names)})
+    return InverseResult(
+        problem_name=pb.name,
+        method=meth.value,
+        dt=h,
+        table=pd.DataFrame(cols),
+        output_names=pb.output_names,
+        control_names=pb.control_names,
+        max_constraint_violation=float(np.max(np.abs(phi - gam))),
+        newton_iterations_total=int(march.iters.sum()),
+        newton_iterations_max=int(march.iters.max()),
+        wall_time_s=march.wall_time,
+        compile_time_s=march.compile_time,
+        rank_info=rank_info,
+        partitions=tuple(march.partitions),
+        warnings=tuple(msgs),
+        demand=demand,
+    )
+
+
+def _checked_inputs(
+    pb: ServoProblem, demand: Demand | Mapping, method: Method | str, dt: float, t_end: float | None
+) -> tuple[Method, Demand, float, int]:
+    """The parsed method and demand, the start time and the number of steps; or an InputError."""
     if not getattr(pb, "_frozen", False):
         raise InputError(f"problem {pb.name!r} is not set up: call setup() first")
     meth = Method.parse(method)
@@ -194,136 +239,140 @@ def solve_inverse(
         raise InputError("no horizon: give t_end (or t_end in the demand)")
     if not t_end > t0 + dt:
         raise InputError(f"t_end = {t_end} must exceed t_start + dt = {t0 + dt}")
-    n_steps = round((t_end - t0) / dt)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        msgs = _check_smoothness(pb, demand)
-    for w in caught:
-        warnings.warn(w.message, w.category, stacklevel=2)
+    return meth, demand, t0, round((t_end - t0) / dt)
 
-    q0, v0, u0 = consistent_start(pb, demand, t0)
-    rank_info = pb.rank_at(q0, v0, f"start t = {t0:g} s")
-    part = choose_partition(np.asarray(pb.fun_mats(q0, v0)[0]), t0)
-    partitions = [{"t_s": t0, **part.to_dict()}]
 
-    n, m, h = pb.n, pb.m, float(dt)
-    N = 2 * n + m
-    y0 = np.r_[q0, h * v0, h**2 * u0]
-    y_prev = np.r_[q0 - h * np.asarray(pb.fun_ode(q0, v0, u0)[0]).ravel(), h * v0, h**2 * u0]
+def _stage_parameters(
+    pb: ServoProblem, demand: Demand, meth: Method, h: float, t0: float, n_pad: int
+) -> np.ndarray:
+    """Per-step solver parameters: stage times, then gamma and gamma'' stage by stage.
 
-    ct = time.perf_counter()
-    scheme = _scheme(pb, meth, h, part, tol, chunk_len, jit, n_steps)
-    compile_time = time.perf_counter() - ct
-
-    # per-step parameters: stage times, gamma and gamma'' at the stage times
+    ``n_pad`` steps (the horizon plus one chunk: every chunk may start anywhere).
+    """
     cs = meth.stage_times
     ns = len(cs)
-    L = chunk_len
-    n_pad = n_steps + L  # parameters for one extra chunk: every chunk may start anywhere
     t_grid = t0 + h * np.arange(n_pad + 1)
     ts = (t_grid[:-1, None] + h * cs[None, :]).T  # (ns, n_pad)
-    g = demand.evaluate(pb.output_names, ts.ravel(), 2).reshape(3, m, ns, n_pad)
-    # layout of the solver's parameter vector: stage times, gamma and gamma'' stage by stage
-    P = np.vstack([ts, *(g[0][:, i, :] for i in range(ns)), *(g[2][:, i, :] for i in range(ns))])
+    g = demand.evaluate(pb.output_names, ts.ravel(), 2).reshape(3, pb.m, ns, n_pad)
+    return np.vstack([ts, *(g[0][:, i, :] for i in range(ns)), *(g[2][:, i, :] for i in range(ns))])
 
-    Y = np.empty((N, n_steps + 1))
-    Y[:, 0] = y0
-    iters = np.zeros(n_steps + 1, dtype=int)
-    X = np.r_[y0, y_prev]
-    pos = 0
-    cond_limit = COND_REPIVOT
-    bounds = [(pb.coordinate_names.index(k), lo, hi) for k, (lo, hi) in pb.bounds.items()]
-    wall = time.perf_counter()
-    while pos < n_steps:
-        try:
-            _, Ys, its, errs = scheme.chunk(X, P[:, pos : pos + L])
-            Ys, its, errs = np.asarray(Ys), np.asarray(its).ravel(), np.asarray(errs).ravel()
-        except RuntimeError:  # singular Newton matrix somewhere in the chunk: go step by step
-            Ys, its, errs = np.full((N, 1), np.nan), np.zeros(1), np.full(1, np.inf)
-        take = min(n_steps - pos, Ys.shape[1])
-        bad = ~(errs[:take] <= tol) | ~np.isfinite(Ys[:, :take]).all(axis=0)
-        j = int(np.argmax(bad)) if bad.any() else take
-        # bounds and partition conditioning on the converged steps
-        problem_at = j
-        kind: _Stop | None = None
+
+class _March:
+    """The chunked march of the compiled scheme, with re-partitioning and bound checks.
+
+    State ``Y`` holds ``(q, h v, h^2 u)`` per step; ``X`` is the current and previous state (the
+    schemes are two-step in their start-up form); ``pos`` the last converged step.
+    """
+
+    def __init__(self, pb, meth, h, tol, chunk_len, jit, n_steps, t0) -> None:
+        self.pb, self.meth, self.h, self.tol = pb, meth, h, tol
+        self.chunk_len, self.jit, self.n_steps, self.t0 = chunk_len, jit, n_steps, t0
+        self.N = 2 * pb.n + pb.m
+        self.bounds = [(pb.coordinate_names.index(k), lo, hi) for k, (lo, hi) in pb.bounds.items()]
+        self.cond_limit = COND_REPIVOT
+        self.compile_time = 0.0
+        self.wall_time = 0.0
+
+    def start(self, q0: np.ndarray, v0: np.ndarray, u0: np.ndarray, P: np.ndarray) -> None:
+        pb, h = self.pb, self.h
+        self.part = choose_partition(np.asarray(pb.fun_mats(q0, v0)[0]), self.t0)
+        self.partitions = [{"t_s": self.t0, **self.part.to_dict()}]
+        y0 = np.r_[q0, h * v0, h**2 * u0]
+        y_prev = np.r_[q0 - h * np.asarray(pb.fun_ode(q0, v0, u0)[0]).ravel(), h * v0, h**2 * u0]
+        self._compile()
+        self.P = P
+        self.Y = np.empty((self.N, self.n_steps + 1))
+        self.Y[:, 0] = y0
+        self.iters = np.zeros(self.n_steps + 1, dtype=int)
+        self.X = np.r_[y0, y_prev]
+        self.pos = 0
+
+    def _compile(self) -> None:
+        ct = time.perf_counter()
+        self.scheme = _scheme(
+            self.pb, self.meth, self.h, self.part, self.tol, self.chunk_len, self.jit, self.n_steps
+        )
+        self.compile_time += time.perf_counter() - ct
+
+    def run(self) -> None:
+        wall = time.perf_counter()
+        L, N = self.chunk_len, self.N
+        while self.pos < self.n_steps:
+            pos = self.pos
+            try:
+                _, Ys, its, errs = self.scheme.chunk(self.X, self.P[:, pos : pos + L])
+                Ys, its, errs = np.asarray(Ys), np.asarray(its).ravel(), np.asarray(errs).ravel()
+            except RuntimeError:  # singular Newton matrix somewhere in the chunk: step by step
+                Ys, its, errs = np.full((N, 1), np.nan), np.zeros(1), np.full(1, np.inf)
+            take = min(self.n_steps - pos, Ys.shape[1])
+            bad = ~(errs[:take] <= self.tol) | ~np.isfinite(Ys[:, :take]).all(axis=0)
+            jj, kind = self._first_problem(Ys[:, : int(np.argmax(bad)) if bad.any() else take])
+            self.Y[:, pos + 1 : pos + 1 + jj] = Ys[:, :jj]
+            self.iters[pos + 1 : pos + 1 + jj] = its[:jj]
+            if jj > 0:
+                self.X = np.r_[Ys[:, jj - 1], self.Y[:, pos + jj - 1]]
+            self.pos += jj
+            if kind is not None and kind[0] == "bound":
+                self._infeasible(kind, Ys[kind[1], jj])
+            if kind is not None and kind[0] == "cond":
+                self._repartition()
+            elif self.pos < self.n_steps and jj != take:
+                self._plain_step()
+        self.wall_time = time.perf_counter() - wall
+
+    def _first_problem(self, Ys: np.ndarray) -> tuple[int, _Stop | None]:
+        """Among converged steps ``Ys``: the first that leaves a bound or has cond(W) too high."""
+        j = Ys.shape[1]
+        problem_at, kind = j, None
         if j > 0:
-            for idx, lo, hi in bounds:
+            for idx, lo, hi in self.bounds:
                 out = (Ys[idx, :j] <= lo) | (Ys[idx, :j] >= hi)
                 if out.any() and int(np.argmax(out)) < problem_at:
                     problem_at, kind = int(np.argmax(out)), ("bound", idx, lo, hi)
-            cw = _cond_W(pb, Ys[:n, :j], Ys[n : 2 * n, :j] / h, part)
-            over = ~(cw <= cond_limit)
+            n, h = self.pb.n, self.h
+            cw = _cond_W(self.pb, Ys[:n], Ys[n : 2 * n] / h, self.part)
+            over = ~(cw <= self.cond_limit)
             if over.any() and int(np.argmax(over)) < problem_at:
                 problem_at, kind = int(np.argmax(over)), ("cond", None, None, None)
-        jj = problem_at
-        Y[:, pos + 1 : pos + 1 + jj] = Ys[:, :jj]
-        iters[pos + 1 : pos + 1 + jj] = its[:jj]
-        if jj > 0:
-            X = np.r_[Ys[:, jj - 1], Y[:, pos + jj - 1]]
-        pos += jj
-        t_now = t0 + pos * h
-        if kind is not None and kind[0] == "bound":
-            _, idx, lo, hi = kind
-            val = Ys[idx, jj]
-            raise InverseProblemError(
-                f"infeasible demand: coordinate {pb.coordinate_names[idx]!r} = {val:.6g} leaves its "
-                f"admissible range ({lo:g}, {hi:g}) at t = {t_now + h:.6g} s. The demanded motion "
-                "cannot be realised by this system (e.g. a slack rope or a load above the "
-                "trolley); slow the demand down or change it near this time.",
-                time=t_now + h,
-            )
-        if kind is not None and kind[0] == "cond":
-            new = choose_partition(
-                np.asarray(pb.fun_mats(Y[:n, pos], Y[n : 2 * n, pos] / h)[0]), t_now
-            )
-            if new.dependent == part.dependent:
-                cond_limit = max(cond_limit, 100.0 * new.cond)
-            else:
-                part, cond_limit = new, COND_REPIVOT
-                partitions.append({"t_s": t_now, **part.to_dict()})
-                ct = time.perf_counter()
-                scheme = _scheme(pb, meth, h, part, tol, chunk_len, jit, n_steps)
-                compile_time += time.perf_counter() - ct
-            continue
-        if pos >= n_steps or jj == take:
-            continue
-        # Newton did not converge within the unrolled iterations: retry this step plainly
-        z0 = np.tile(X[:N], ns) + np.concatenate([c * (X[:N] - X[N:]) for c in cs])
-        z, it, err = newton_step(scheme, X, P[:, pos], z0)
-        if z is None:
-            _newton_failure(pb, Y[:, pos], h, t_now + h, it, err)
-        Y[:, pos + 1] = z[(ns - 1) * N :]
-        iters[pos + 1] = it
-        X = np.r_[Y[:, pos + 1], Y[:, pos]]
-        pos += 1
-    wall = time.perf_counter() - wall
+        return problem_at, kind
 
-    t = t0 + h * np.arange(n_steps + 1)
-    Q, V, U = Y[:n], Y[n : 2 * n] / h, Y[2 * n :] / h**2
-    V[:, 0], U[:, 0] = v0, u0
-    phi = np.asarray(ca.Function("phi", [pb.q], [pb.Phi]).map(n_steps + 1)(Q))
-    gam = demand.evaluate(pb.output_names, t, 0)[0]
-    viol = float(np.max(np.abs(phi - gam)))
-    cols = {"t_s": t}
-    for names, arr in ((pb.coordinate_names, Q), (pb.velocity_names, V), (pb.control_names, U)):
-        cols.update({nm: arr[i] for i, nm in enumerate(names)})
-    return InverseResult(
-        problem_name=pb.name,
-        method=meth.value,
-        dt=h,
-        table=pd.DataFrame(cols),
-        output_names=pb.output_names,
-        control_names=pb.control_names,
-        max_constraint_violation=viol,
-        newton_iterations_total=int(iters.sum()),
-        newton_iterations_max=int(iters.max()),
-        wall_time_s=wall,
-        compile_time_s=compile_time,
-        rank_info=rank_info,
-        partitions=tuple(partitions),
-        warnings=tuple(msgs),
-        demand=demand,
-    )
+    def _infeasible(self, kind: _Stop, value: float) -> NoReturn:
+        _, idx, lo, hi = kind
+        t = self.t0 + self.pos * self.h + self.h
+        raise InverseProblemError(
+            f"infeasible demand: coordinate {self.pb.coordinate_names[idx]!r} = {value:.6g} leaves "
+            f"its admissible range ({lo:g}, {hi:g}) at t = {t:.6g} s. The demanded motion "
+            "cannot be realised by this system (e.g. a slack rope or a load above the "
+            "trolley); slow the demand down or change it near this time.",
+            time=t,
+        )
+
+    def _repartition(self) -> None:
+        pb, n, h, pos = self.pb, self.pb.n, self.h, self.pos
+        t_now = self.t0 + pos * h
+        new = choose_partition(
+            np.asarray(pb.fun_mats(self.Y[:n, pos], self.Y[n : 2 * n, pos] / h)[0]), t_now
+        )
+        if new.dependent == self.part.dependent:
+            self.cond_limit = max(self.cond_limit, 100.0 * new.cond)
+            return
+        self.part, self.cond_limit = new, COND_REPIVOT
+        self.partitions.append({"t_s": t_now, **new.to_dict()})
+        self._compile()
+
+    def _plain_step(self) -> None:
+        """Newton did not converge within the unrolled iterations: retry this step plainly."""
+        N, X, pos = self.N, self.X, self.pos
+        cs = self.meth.stage_times
+        z0 = np.tile(X[:N], len(cs)) + np.concatenate([c * (X[:N] - X[N:]) for c in cs])
+        z, it, err = newton_step(self.scheme, X, self.P[:, pos], z0)
+        t_next = self.t0 + pos * self.h + self.h
+        if z is None:
+            _newton_failure(self.pb, self.Y[:, pos], self.h, t_next, it, err)
+        self.Y[:, pos + 1] = z[(len(cs) - 1) * N :]
+        self.iters[pos + 1] = it
+        self.X = np.r_[self.Y[:, pos + 1], self.Y[:, pos]]
+        self.pos += 1
 
 
 def _newton_failure(
