@@ -128,39 +128,141 @@ def branch_and_bound(
     if not 1 <= n_select <= n_c:
         raise InputError(f"n_select must lie in 1..{n_c}, got {n_select}")
     base = np.zeros((n_p, n_p)) if base is None else np.asarray(base, float)
-    F = 0.5 * (F + F.transpose(0, 2, 1))
     t0 = time.perf_counter()
-    # smoothing of E: the bound loses log(n_p)/beta = 2e-4 * lambda_max(C) at most
-    obj = _Objective(F, base, criterion, smooth=np.log(n_p) / 2e-4)
+    search = _Search(0.5 * (F + F.transpose(0, 2, 1)), base, criterion, n_select, gap_tol)
+    n_nodes, bound = search.run(t0 + time_limit, max_nodes)
+    gap = search.gap_of(search.best, bound)
+    return DesignResult(
+        tuple(sorted(int(i) for i in search.best_sel)), float(search.best), float(bound), gap,
+        bool(gap <= gap_tol * (1 + 1e-9)), n_nodes, time.perf_counter() - t0, criterion,
+    )  # fmt: skip
 
-    def subset_value(sel) -> float:
-        w = np.zeros(n_c)
+
+class _Search:
+    """Best-first branch-and-bound over 0/1 fixings; ``best``/``best_sel`` is the incumbent."""
+
+    def __init__(self, F, base, criterion: str, n_select: int, gap_tol: float) -> None:
+        self.F, self.base, self.criterion = F, base, criterion
+        self.n_c, self.n_p = F.shape[0], F.shape[1]
+        self.n_select, self.gap_tol = n_select, gap_tol
+        # smoothing of E: the bound loses log(n_p)/beta = 2e-4 * lambda_max(C) at most
+        self.obj = _Objective(F, base, criterion, smooth=np.log(self.n_p) / 2e-4)
+        # incumbent: backward elimination, then pairwise exchange
+        sel = list(range(self.n_c))
+        while len(sel) > n_select:
+            vals = [self.subset_value(sel[:i] + sel[i + 1 :]) for i in range(len(sel))]
+            sel.pop(int(np.argmin(vals)))
+        self.best_sel, self.best = _exchange(sel, self.n_c, self.subset_value)
+        # E: cutting planes t <= u^T M(omega) u (valid for every omega) shared by all nodes
+        _, U0 = np.linalg.eigh(base + F.sum(axis=0))
+        eye = np.eye(self.n_p)
+        self.cuts = [U0[:, i] for i in range(self.n_p)] + [eye[i] for i in range(self.n_p)]
+
+    def subset_value(self, sel) -> float:
+        w = np.zeros(self.n_c)
         w[list(sel)] = 1.0
-        return obj.value(w)
+        return self.obj.value(w)
 
-    # incumbent: backward elimination, then pairwise exchange
-    sel = list(range(n_c))
-    while len(sel) > n_select:
-        vals = [subset_value(sel[:i] + sel[i + 1 :]) for i in range(len(sel))]
-        sel.pop(int(np.argmin(vals)))
-    best_sel, best = _exchange(sel, n_c, subset_value)
-
-    def gap_of(ub: float, lb: float) -> float:
+    def gap_of(self, ub: float, lb: float) -> float:
         if not np.isfinite(ub):
             return np.inf
-        if criterion == "D":
+        if self.criterion == "D":
             return float(np.expm1(max(ub - lb, 0.0)))
         return float(max(ub - lb, 0.0) / abs(ub)) if ub != 0 else 0.0
 
-    # E: cutting planes t <= u^T M(omega) u (valid for every omega) shared by all nodes
-    _, U0 = np.linalg.eigh(base + F.sum(axis=0))
-    cuts = [U0[:, i] for i in range(n_p)] + [np.eye(n_p)[i] for i in range(n_p)]
+    def prune_level(self, ub: float) -> float:
+        if self.criterion == "D":
+            return ub - np.log1p(self.gap_tol)
+        return ub / (1 + self.gap_tol)
 
-    def relax_e(fix: np.ndarray, w: np.ndarray, free: np.ndarray, k_free: int):
+    def run(self, deadline: float, max_nodes: int) -> tuple[int, float]:
+        """Explore nodes until proven, out of time or of nodes: (nodes, proven lower bound)."""
+        n_c, n_select = self.n_c, self.n_select
+        root_fix = -np.ones(n_c, dtype=int)
+        lb0, w_root = self.relax(root_fix, np.full(n_c, n_select / n_c))
+        heap: list[tuple[float, int, np.ndarray, np.ndarray]] = [(lb0, 0, root_fix, w_root)]
+        counter, n_nodes, pruned = 1, 1, np.inf
+        while heap:
+            if time.perf_counter() > deadline or n_nodes >= max_nodes:
+                break
+            lb, _, fix, w = heapq.heappop(heap)
+            if lb >= self.prune_level(self.best):
+                pruned = min(pruned, lb)
+                continue
+            # incumbent from rounding the relaxation, improved by exchange
+            cand = list(np.argsort(-np.where(fix == 0, -1.0, w + (fix == 1)))[:n_select])
+            cand_sel, cand_val = _exchange(cand, n_c, self.subset_value)
+            if cand_val < self.best:
+                self.best_sel, self.best = cand_sel, cand_val
+            free = np.flatnonzero(fix < 0)
+            if free.size == 0:
+                continue
+            j = int(free[np.argmin(np.abs(w[free] - 0.5))])
+            for value in (1, 0):
+                child = fix.copy()
+                child[j] = value
+                clb, cw = self.relax(child, w)
+                n_nodes += 1
+                if clb < self.prune_level(self.best):
+                    heapq.heappush(heap, (max(clb, lb), counter, child, cw))
+                    counter += 1
+                else:
+                    pruned = min(pruned, max(clb, lb))
+        # proven bound: nodes pruned within gap_tol of the incumbent still count
+        return n_nodes, min([self.best, pruned] + [h[0] for h in heap])
+
+    def relax(self, fix: np.ndarray, w0: np.ndarray) -> tuple[float, np.ndarray]:
+        """Lower bound and relaxed point at a node (fix: -1 free, 0, 1)."""
+        free = fix < 0
+        k_free = self.n_select - int((fix == 1).sum())
+        if k_free < 0 or k_free > free.sum():
+            return np.inf, w0
+        w = np.where(free, 0.0, fix.astype(float))
+        if k_free == 0 or k_free == free.sum():
+            w[free] = 1.0 if k_free else 0.0
+            return self.obj.value(w), w
+        if self.criterion == "E":
+            return self.relax_e(w, free, k_free)
+        return self.relax_smooth(w, w0, free, k_free)
+
+    def relax_smooth(self, w, w0, free, k_free: int) -> tuple[float, np.ndarray]:
+        """A and D (convex): SLSQP on the simplex slice, Frank-Wolfe bound at its point."""
+        obj, n_free = self.obj, int(free.sum())
+        x0 = np.clip(w0[free], 0, 1)
+        x0 = x0 * (k_free / x0.sum()) if x0.sum() > 0 else np.full(n_free, k_free / n_free)
+        x0 = np.clip(x0, 0, 1)
+        mu_ref = obj.value(np.where(free, k_free / n_free, w))
+        beta = obj.smooth / mu_ref if np.isfinite(mu_ref) and self.criterion == "E" else None
+
+        def fg(x):
+            ww = w.copy()
+            ww[free] = x
+            v, g = obj.smooth_value_grad(ww, beta)
+            if not np.isfinite(v):
+                return 1e300, np.zeros_like(x)
+            return v, g[free]
+
+        res = optimize.minimize(
+            fg, x0, jac=True, method="SLSQP", bounds=[(0, 1)] * n_free,
+            constraints=[{"type": "eq", "fun": lambda x: x.sum() - k_free,
+                          "jac": lambda x: np.ones_like(x)}],
+            options={"maxiter": 200, "ftol": 1e-12},
+        )  # fmt: skip
+        ww = w.copy()
+        ww[free] = _project_sum(np.clip(res.x, 0, 1), k_free)
+        v, g = obj.smooth_value_grad(ww, beta)
+        if not np.isfinite(v):
+            return -np.inf, ww
+        lb = _fw_bound(v, g, ww, free, k_free)
+        if self.criterion == "E" and beta is not None:
+            lb -= np.log(self.n_p) / beta
+        return lb, ww
+
+    def relax_e(self, w: np.ndarray, free: np.ndarray, k_free: int) -> tuple[float, np.ndarray]:
         """max_omega lambda_min(M(omega)) by Kelley's cutting planes (LP, HiGHS): the LP value
         t* bounds lambda_min from above, so 1/t* is a valid lower bound on E."""
-        nf = int(free.sum())
-        fixed_M = base + np.tensordot(w, F, axes=1)
+        F, cuts, nf = self.F, self.cuts, int(free.sum())
+        fixed_M = self.base + np.tensordot(w, F, axes=1)
         ww = w.copy()
         lb = -np.inf
         for _ in range(60):
@@ -179,101 +281,15 @@ def branch_and_bound(
             ww = w.copy()
             ww[free] = res.x[:nf]
             lb = np.inf if t <= 0 else 1.0 / t
-            if lb >= prune_level(best):
+            if lb >= self.prune_level(self.best):
                 return lb, ww
-            ev, U = np.linalg.eigh(base + np.tensordot(ww, F, axes=1))
-            if ev[0] >= t * (1 - 0.25 * gap_tol):  # relaxation solved well enough
+            ev, U = np.linalg.eigh(self.base + np.tensordot(ww, F, axes=1))
+            if ev[0] >= t * (1 - 0.25 * self.gap_tol):  # relaxation solved well enough
                 return lb, ww
             cuts.append(U[:, 0])
             if ev[1] < t:
                 cuts.append(U[:, 1])
         return lb, ww
-
-    def relax(fix: np.ndarray, w0: np.ndarray) -> tuple[float, np.ndarray]:
-        """Lower bound and relaxed point at a node (fix: -1 free, 0, 1)."""
-        free = fix < 0
-        k_free = n_select - int((fix == 1).sum())
-        if k_free < 0 or k_free > free.sum():
-            return np.inf, w0
-        w = np.where(free, 0.0, fix.astype(float))
-        if k_free == 0 or k_free == free.sum():
-            w[free] = 1.0 if k_free else 0.0
-            v = obj.value(w)
-            return v, w
-        if criterion == "E":
-            return relax_e(fix, w, free, k_free)
-        x0 = np.clip(w0[free], 0, 1)
-        x0 = x0 * (k_free / x0.sum()) if x0.sum() > 0 else np.full(free.sum(), k_free / free.sum())
-        x0 = np.clip(x0, 0, 1)
-        mu_ref = obj.value(np.where(free, k_free / free.sum(), w))
-        beta = obj.smooth / mu_ref if np.isfinite(mu_ref) and criterion == "E" else None
-
-        def fg(x):
-            ww = w.copy()
-            ww[free] = x
-            v, g = obj.smooth_value_grad(ww, beta)
-            if not np.isfinite(v):
-                return 1e300, np.zeros_like(x)
-            return v, g[free]
-
-        res = optimize.minimize(
-            fg, x0, jac=True, method="SLSQP", bounds=[(0, 1)] * int(free.sum()),
-            constraints=[{"type": "eq", "fun": lambda x: x.sum() - k_free,
-                          "jac": lambda x: np.ones_like(x)}],
-            options={"maxiter": 200, "ftol": 1e-12},
-        )  # fmt: skip
-        x = np.clip(res.x, 0, 1)
-        x = _project_sum(x, k_free)
-        ww = w.copy()
-        ww[free] = x
-        v, g = obj.smooth_value_grad(ww, beta)
-        if not np.isfinite(v):
-            return -np.inf, ww
-        lb = _fw_bound(v, g, ww, free, k_free)
-        if criterion == "E" and beta is not None:
-            lb -= np.log(n_p) / beta
-        return lb, ww
-
-    def prune_level(ub: float) -> float:
-        return ub - np.log1p(gap_tol) if criterion == "D" else ub / (1 + gap_tol)
-
-    root_fix = -np.ones(n_c, dtype=int)
-    lb0, w_root = relax(root_fix, np.full(n_c, n_select / n_c))
-    heap: list[tuple[float, int, np.ndarray, np.ndarray]] = [(lb0, 0, root_fix, w_root)]
-    counter, n_nodes, pruned = 1, 1, np.inf
-    while heap:
-        if time.perf_counter() - t0 > time_limit or n_nodes >= max_nodes:
-            break
-        lb, _, fix, w = heapq.heappop(heap)
-        if lb >= prune_level(best):
-            pruned = min(pruned, lb)
-            continue
-        # incumbent from rounding the relaxation, improved by exchange
-        cand = list(np.argsort(-np.where(fix == 0, -1.0, w + (fix == 1)))[:n_select])
-        cand_sel, cand_val = _exchange(cand, n_c, subset_value)
-        if cand_val < best:
-            best_sel, best = cand_sel, cand_val
-        free = np.flatnonzero(fix < 0)
-        if free.size == 0:
-            continue
-        j = int(free[np.argmin(np.abs(w[free] - 0.5))])
-        for value in (1, 0):
-            child = fix.copy()
-            child[j] = value
-            clb, cw = relax(child, w)
-            n_nodes += 1
-            if clb < prune_level(best):
-                heapq.heappush(heap, (max(clb, lb), counter, child, cw))
-                counter += 1
-            else:
-                pruned = min(pruned, max(clb, lb))
-    # proven bound: nodes pruned within gap_tol of the incumbent still count
-    bound = min([best, pruned] + [h[0] for h in heap])
-    gap = gap_of(best, bound)
-    return DesignResult(
-        tuple(sorted(int(i) for i in best_sel)), float(best), float(bound), gap,
-        bool(gap <= gap_tol * (1 + 1e-9)), n_nodes, time.perf_counter() - t0, criterion,
-    )  # fmt: skip
 
 
 def _project_sum(x: np.ndarray, k: float) -> np.ndarray:
