@@ -323,7 +323,8 @@ class _March:
     def _first_problem(self, Ys: np.ndarray) -> tuple[int, _Stop | None]:
         """Among converged steps ``Ys``: the first that leaves a bound or has cond(W) too high."""
         j = Ys.shape[1]
-        problem_at, kind = j, None
+        problem_at: int = j
+        kind: _Stop | None = None
         if j > 0:
             for idx, lo, hi in self.bounds:
                 out = (Ys[idx, :j] <= lo) | (Ys[idx, :j] >= hi)

@@ -234,7 +234,6 @@ def levenberg_marquardt(
     sum_l r_l Hess r_l`` (scaled), optional."""
     X = np.clip(np.array(x0, dtype=float), lo, hi)
     n, n_p = X.shape
-    eye = np.eye(n_p)
     R, J, E = evaluate(X)
     cost = 0.5 * np.einsum("nm,nm->n", R, R)
     lam = np.full(n, tol.lam0)
@@ -262,21 +261,8 @@ def levenberg_marquardt(
         it += 1
         act = ~done
         n_iter[act] += 1
-        JT = J.transpose(0, 2, 1)
-        g = (JT @ R[:, :, None])[..., 0]
-        A = JT @ J
-        d = np.maximum(d, np.einsum("npp->np", A))
-        dd = np.maximum(d, 1e-300 + 1e-16 * d.max(axis=1, keepdims=True))
-        if second_order is not None and it > tol.second_order_after:
-            As = A + second_order(X, R)
-            As = 0.5 * (As + As.transpose(0, 2, 1))
-            pd = np.linalg.eigvalsh(As)[:, 0] > 1e-12 * np.einsum("npp->n", A)
-            A = np.where(pd[:, None, None], As, A)
-        Mlam = A + lam[:, None, None] * dd[:, :, None] * eye
-        try:
-            v = -np.linalg.solve(Mlam, g[:, :, None])[..., 0]
-        except np.linalg.LinAlgError:
-            v = -np.stack([np.linalg.lstsq(Mi, gi, rcond=None)[0] for Mi, gi in zip(Mlam, g)])
+        use_second = second_order if it > tol.second_order_after else None
+        v, g, A, d = _damped_step(J, R, X, d, lam, use_second)
         v[done] = 0.0
         Xn = np.clip(X + v, lo, hi)
         s = Xn - X
@@ -302,17 +288,48 @@ def levenberg_marquardt(
         code[stuck] = _ORDER.index(StopReason.NO_DESCENT)
         done |= stuck
     final = stationarity(J, R, X, lo, hi, E, gtol=tol.gtol, xtol=tol.xtol)
-    # a failure at a singular point says so (runaway parameter); a stuck solver at a point
-    # where no decrease is measurable has converged to working precision
+    reasons = _final_reasons(code, final)
+    return LMResult(X, cost, reasons, n_iter, final)
+
+
+def _damped_step(
+    J: np.ndarray,
+    R: np.ndarray,
+    X: np.ndarray,
+    d: np.ndarray,
+    lam: np.ndarray,
+    second_order: SecondOrder | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The LM step ``v`` of every start, with the gradient ``g``, the model Hessian ``A`` (the
+    second-order terms added where that keeps it positive definite) and the running maximum
+    ``d`` of diag(J^T J) that scales the damping (More's scaling)."""
+    JT = J.transpose(0, 2, 1)
+    g = (JT @ R[:, :, None])[..., 0]
+    A = JT @ J
+    d = np.maximum(d, np.einsum("npp->np", A))
+    dd = np.maximum(d, 1e-300 + 1e-16 * d.max(axis=1, keepdims=True))
+    if second_order is not None:
+        As = A + second_order(X, R)
+        As = 0.5 * (As + As.transpose(0, 2, 1))
+        pd = np.linalg.eigvalsh(As)[:, 0] > 1e-12 * np.einsum("npp->n", A)
+        A = np.where(pd[:, None, None], As, A)
+    Mlam = A + lam[:, None, None] * dd[:, :, None] * np.eye(A.shape[1])
+    try:
+        v = -np.linalg.solve(Mlam, g[:, :, None])[..., 0]
+    except np.linalg.LinAlgError:
+        v = -np.stack([np.linalg.lstsq(Mi, gi, rcond=None)[0] for Mi, gi in zip(Mlam, g)])
+    return v, g, A, d
+
+
+def _final_reasons(code: np.ndarray, final: Stationarity) -> tuple[StopReason, ...]:
+    """Stop reasons after the loop: a failure at a singular point says so (runaway parameter);
+    a stuck solver at a point where no decrease is measurable has converged to working
+    precision."""
+    code = code.copy()
     fail = ~np.isin(code, [_ORDER.index(StopReason.GRADIENT), _ORDER.index(StopReason.STEP)])
     sing = fail & (final.code == _ORDER.index(StopReason.SINGULAR))
     code[sing] = final.code[sing]
-    stuck_ok = (
-        np.isin(
-            code, [_ORDER.index(StopReason.NO_DESCENT), _ORDER.index(StopReason.MAX_ITERATIONS)]
-        )
-        & final.at_precision
-    )
+    stuck = [_ORDER.index(StopReason.NO_DESCENT), _ORDER.index(StopReason.MAX_ITERATIONS)]
+    stuck_ok = np.isin(code, stuck) & final.at_precision
     code[stuck_ok] = _ORDER.index(StopReason.PRECISION)
-    reasons = tuple(_ORDER[c] for c in code)
-    return LMResult(X, cost, reasons, n_iter, final)
+    return tuple(_ORDER[c] for c in code)
