@@ -14,7 +14,7 @@ re-identified with the full budget, no novelty); default: ``GPSettings`` default
 that misses, ``rates`` prints the generation since which its best led and its parameters.
 ``emps``: identification of {one_mass, coulomb, viscous, gravity} on the EMPS data (published
 IDIM-LS values for comparison) and, with ``--search``, a structure search over the whole
-function set with the EMPS preset (``methods.gp.presets.emps_settings``).
+function set with the EMPS preset (``models.drivetrain.gp.presets.emps_settings``).
 
 Compiled code (``--jit-cache``): ``cold`` (default) gives every search an empty disk cache
 (a fresh ``GREYLAB_JIT_CACHE``), so both runs of ``speed`` compile the same structures and
@@ -50,9 +50,9 @@ from typing import Any
 
 import numpy as np
 
-from methods.gp import GPSettings, IdentificationSettings, StructureSearch
-from methods.gp.presets import EMPS_PUBLISHED, emps_settings
 from models.drivetrain import reference_recording
+from models.drivetrain.gp import GPSettings, IdentificationSettings, StructureSearch
+from models.drivetrain.gp.presets import EMPS_PUBLISHED, emps_settings
 from schemas.drive import emps_path
 
 TRUTH = ["two_mass", "coulomb", "viscous", "stribeck"]
@@ -165,7 +165,7 @@ def emps_gp_settings(args) -> GPSettings:
 
 
 def emps(args) -> None:
-    from methods.gp import IndividualSpec, as_arrays, identify
+    from models.drivetrain.gp import IndividualSpec, as_arrays, identify
     from schemas.drive import load_emps
 
     frame = load_emps(EMPS, decimate=args.decimate)

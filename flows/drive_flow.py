@@ -15,9 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from flows.progress import Progress
 from flows.runners import RunnerKind, run_flow
-from methods.gp import GPSettings, StructureSearch
-from methods.gp.presets import emps_settings
 from models.drivetrain import REFERENCE_STRUCTURE
+from models.drivetrain.gp import GPSettings, StructureSearch
+from models.drivetrain.gp.presets import emps_settings
 from tasks import drive as drive_tasks
 from tasks import limits
 from tasks.cache import code_fingerprint
@@ -28,7 +28,7 @@ from tasks.tracking import validate_experiment_name
 
 class DrivePreset(StrEnum):
     """`reference`: the paper's rotary drive units; `emps`: the prismatic EMPS drive
-    (`methods.gp.presets`)."""
+    (`models.drivetrain.gp.presets`)."""
 
     reference = "reference"
     emps = "emps"

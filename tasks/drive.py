@@ -1,4 +1,4 @@
-"""Prefect tasks of the drive-train structure search (thin over `methods.gp`).
+"""Prefect tasks of the drive-train structure search (thin over `models.drivetrain.gp`).
 
 The GP loop itself runs in the core (`StructureSearch.fit`); the flow hands it a `map_batches`
 that submits one Prefect task per batch of individuals, so a generation's identifications run

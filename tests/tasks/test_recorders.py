@@ -173,9 +173,9 @@ def test_a_failing_session_ends_failed() -> None:
 @pytest.fixture(scope="module")
 def drive(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A real two-generation structure search on a short noise-free recording."""
-    from methods.gp.search import StructureSearch
-    from methods.gp.settings import IdentificationSettings
     from models.drivetrain.excitation import reference_recording
+    from models.drivetrain.gp.search import StructureSearch
+    from models.drivetrain.gp.settings import IdentificationSettings
     from schemas.storage import store_table
     from tasks.recorder import content_hash
 

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
-from methods.gp.settings import GPSettings
+from models.drivetrain.gp.settings import GPSettings
 from models.drivetrain.simulate import get_simulator
 from models.drivetrain.submodels import canonical
 

@@ -6,13 +6,13 @@ from dataclasses import replace
 
 import pytest
 
-from methods.gp import IndividualSpec, StructureSearch, as_arrays, identify
-from methods.gp.presets import EMPS_PUBLISHED, emps_settings
+from models.drivetrain.gp import IndividualSpec, StructureSearch, as_arrays, identify
+from models.drivetrain.gp.presets import EMPS_PUBLISHED, emps_settings
 from schemas.drive import emps_path, load_emps
 
 EMPS = emps_path()
 # prismatic drive: per-recording nominals in kg, N s/m, N (bounds 50..200 %); tanh gain for m/s;
-# residual = velocity error + position error (relative weight 1, see methods.gp.evaluate)
+# residual = velocity error + position error (relative weight 1, see models.drivetrain.gp.evaluate)
 SETTINGS = emps_settings()
 SETTINGS = replace(SETTINGS, identification=replace(SETTINGS.identification, screen_nfev=0))
 PUBLISHED = EMPS_PUBLISHED

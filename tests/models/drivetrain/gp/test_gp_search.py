@@ -7,10 +7,10 @@ import pickle
 import numpy as np
 import pytest
 
-from methods.gp.evaluate import IndividualSpec, evaluate_batch, identify
-from methods.gp.search import StructureSearch, as_arrays
-from methods.gp.settings import GPSettings, IdentificationSettings
 from models.drivetrain.excitation import reference_recording
+from models.drivetrain.gp.evaluate import IndividualSpec, evaluate_batch, identify
+from models.drivetrain.gp.search import StructureSearch, as_arrays
+from models.drivetrain.gp.settings import GPSettings, IdentificationSettings
 
 SMALL = dict(
     allowed=("one_mass", "two_mass", "coulomb", "viscous", "gravity"),
@@ -118,8 +118,8 @@ def test_each_structure_is_identified_once_and_populations_have_no_duplicates(re
 
 @pytest.mark.parametrize("seed", [4, 7])  # seeds whose searches miss one without the move
 def test_every_generation_tries_a_simpler_best_while_one_is_left(recording, seed):
-    from methods.gp.operators import simplifications
-    from methods.gp.tree import Individual, Node
+    from models.drivetrain.gp.operators import simplifications
+    from models.drivetrain.gp.tree import Individual, Node
 
     search = StructureSearch(population=4, generations=4, seed=seed, **SMALL).fit(recording)
     pop = search.population_history_

@@ -5,7 +5,7 @@ N/m, damping and viscous friction in N s/m, forces in N, velocities in m/s. The 
 centre the 50..200 % bounds on a ~100 kg carriage; the constant offset (gravity submodel,
 `M_G = -offset`) may take either sign within +-20 N; the friction tanh gain is 1000 s/m (the
 paper's 10 s/rad would smear Coulomb friction over the whole 0..0.2 m/s range). The fit also
-matches the measured position (`position_weight = 1`, see `methods.gp.evaluate`): the open-loop
+matches the measured position (`position_weight = 1`, see `models.drivetrain.gp.evaluate`): the open-loop
 position drift pins the mean force balance and hence the offset.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from methods.gp.settings import GPSettings, IdentificationSettings
+from models.drivetrain.gp.settings import GPSettings, IdentificationSettings
 
 EMPS_NOMINALS = {
     "J1": 100.0, "J2": 50.0, "J3": 50.0, "J4": 50.0, "c1": 1e6, "c2": 1e6, "c3": 1e6,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from methods.gp.settings import GPSettings
-from methods.gp.tree import Individual, Node, graft, has_multi_mass, pick, remove, subtree
+from models.drivetrain.gp.settings import GPSettings
+from models.drivetrain.gp.tree import Individual, Node, graft, has_multi_mass, pick, remove, subtree
 from models.drivetrain.submodels import MULTI_MASS, Submodel, can_add
 
 

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from methods.gp.operators import (
+from models.drivetrain.gp.operators import (
     chromosome_mutation,
     crossover,
     deletion_mutation,
@@ -20,8 +20,8 @@ from methods.gp.operators import (
     select,
     simplifications,
 )
-from methods.gp.settings import GPSettings
-from methods.gp.tree import Individual, Node
+from models.drivetrain.gp.settings import GPSettings
+from models.drivetrain.gp.tree import Individual, Node
 from models.drivetrain.submodels import Submodel
 
 SETTINGS = GPSettings(p_point=0.5, p_insertion=0.5, p_deletion=0.5, p_chromosome=0.5)

@@ -43,7 +43,7 @@ class IdentificationSettings:
     ``refine_top``) are refined with one start of up to ``max_nfev`` from the screened values.
     ``position_weight`` (beyond the paper; 0 = off): weight of the position error (the integral
     of the simulated velocity against a measured ``position_rad``) relative to the velocity
-    error, see ``methods.gp.evaluate``.
+    error, see ``models.drivetrain.gp.evaluate``.
     ``stop_at_floor``: skip the remaining starts once a start reaches the RSS floor (an exact
     fit; the evaluation module's floor) - saves time on noise-free data only.
     """

@@ -37,9 +37,14 @@ import numpy as np
 import pandas as pd
 
 from methods.errors import InputError
-from methods.gp.checkpoint import data_fingerprint, load_checkpoint, save_checkpoint
-from methods.gp.evaluate import Evaluation, IndividualSpec, RecordingArrays, evaluate_batch
-from methods.gp.operators import (
+from models.drivetrain.gp.checkpoint import data_fingerprint, load_checkpoint, save_checkpoint
+from models.drivetrain.gp.evaluate import (
+    Evaluation,
+    IndividualSpec,
+    RecordingArrays,
+    evaluate_batch,
+)
+from models.drivetrain.gp.operators import (
     crossover,
     mutate,
     mutate_once,
@@ -47,8 +52,8 @@ from methods.gp.operators import (
     select,
     simplifications,
 )
-from methods.gp.settings import GPSettings
-from methods.gp.tree import Individual, pick
+from models.drivetrain.gp.settings import GPSettings
+from models.drivetrain.gp.tree import Individual, pick
 from models.drivetrain.kit import assemble
 
 MapBatches = Callable[[Callable, list], list]

@@ -1,15 +1,15 @@
 """Degenerate genetic programming for drive-train structures (docs/methods.md §2)."""
 
-from methods.gp.evaluate import (
+from models.drivetrain.gp.evaluate import (
     Evaluation,
     IndividualSpec,
     RecordingArrays,
     evaluate_batch,
     identify,
 )
-from methods.gp.search import StructureSearch, as_arrays, serial_map
-from methods.gp.settings import GPSettings, IdentificationSettings
-from methods.gp.tree import Individual, Node
+from models.drivetrain.gp.search import StructureSearch, as_arrays, serial_map
+from models.drivetrain.gp.settings import GPSettings, IdentificationSettings
+from models.drivetrain.gp.tree import Individual, Node
 
 __all__ = [
     "Evaluation",
