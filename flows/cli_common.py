@@ -6,6 +6,7 @@ import contextlib
 import json
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -125,21 +126,34 @@ def progress_bars(enabled: bool = True) -> Iterator[None]:
         yield
 
 
-def parse_overrides(items: list[str] | None) -> dict[str, float]:
+def parse_overrides(items: list[str] | None, option: str = "--set") -> dict[str, float]:
     """`--set name=value` pairs into a dict; a malformed pair is an InputError."""
     overrides: dict[str, float] = {}
     for item in items or []:
         name, sep, raw = item.partition("=")
         if not sep or not name.strip():
-            raise InputError(f"--set expects name=value, got {quote(item)}")
+            raise InputError(f"{option} expects name=value, got {quote(item)}")
         try:
             overrides[name.strip()] = float(raw)
         except ValueError:
             raise InputError(
-                f"--set {clip(name, MAX_QUOTE)}: {quote(raw)} is not a number"
+                f"{option} {clip(name, MAX_QUOTE)}: {quote(raw)} is not a number"
             ) from None
     return overrides
 
 
 def split_list(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def write_table(frame: Any, out: Path) -> Path:
+    """A table to .parquet or .csv by the file name's suffix, atomically (a reader never
+    sees half a file; an existing file is replaced only by a complete one)."""
+    from schemas.storage import write_atomic, write_parquet_atomic
+
+    suffix = out.suffix.lower()
+    if suffix in {".parquet", ".pq"}:
+        return write_parquet_atomic(frame, out)
+    if suffix == ".csv":
+        return write_atomic(out, lambda handle: frame.to_csv(handle, index=False))
+    raise InputError(f"--out {out}: use a .parquet or .csv file name")

@@ -7,7 +7,18 @@ from typing import Annotated, Any
 
 import typer
 
-from flows.cli_common import emit, parse_overrides, progress_bars, split_list, stderr, stdout, table
+from flows.cli_common import (
+    emit,
+    parse_overrides,
+    progress_bars,
+    split_list,
+    stderr,
+    stdout,
+    table,
+    write_table,
+)
+from flows.cli_settings import with_settings
+from flows.drive_settings import DriveSearch
 from methods.errors import InputError
 
 app = typer.Typer(
@@ -37,54 +48,29 @@ def simulate(
 ) -> None:
     """Simulate the paper's reference excitation (jerk-limited reversing motion, 2 s, 1 kHz)
     on a structure; output the velocity of inertia 1."""
-    from flows.cli_press import _write_table
     from models.drivetrain import reference_recording
 
     frame = reference_recording(
         split_list(structure), overrides=parse_overrides(set_), noise=noise, seed=seed
     )
-    _write_table(frame, out)
+    write_table(frame, out)
     result = {"out": str(out), "rows": len(frame), "structure": split_list(structure)}
     emit(result, as_json=as_json, human=lambda: stdout.print(
         f"wrote {len(frame)} samples of {structure} to {out}"))  # fmt: skip
 
 
 @app.command()
+@with_settings(DriveSearch)
 def identify(
-    data: Annotated[
-        Path | None, typer.Option(help="Recording (.csv/.parquet) or EMPS .mat; omit = reference.")
-    ] = None,
-    population: Annotated[int, typer.Option(help="Individuals per generation.")] = 10,
-    generations: Annotated[int, typer.Option(help="Generations.")] = 10,
-    seed: Annotated[int, typer.Option(help="Seed of the search.")] = 0,
-    workers: Annotated[int, typer.Option(help="Parallel workers.")] = 2,
-    test_fraction: Annotated[float, typer.Option(help="Held-out tail for the fitness.")] = 0.0,
-    nominal: Annotated[
-        list[str] | None, typer.Option(help="Parameter nominal, name=value (bounds 50..200 %).")
-    ] = None,
-    noise_percent: Annotated[float, typer.Option(help="Reference only: noise, % of range.")] = 0.0,
-    preset: Annotated[
-        str | None, typer.Option(help="reference or emps; default: emps for a .mat file.")
-    ] = None,
+    study: DriveSearch,
     runner: Annotated[str, typer.Option(help="thread or dask.")] = "dask",
-    experiment: Annotated[str, typer.Option(help="MLflow experiment.")] = "drive-structure-search",
-    cache: Annotated[
-        bool,
-        typer.Option(
-            "--cache/--no-cache",
-            help="Resume from the checkpoint of an identical search (same recording, settings "
-            "and greylab code); --no-cache starts over.",
-        ),
-    ] = True,
     as_json: JsonOpt = False,
 ) -> None:
     """Search the structure (submodels) and parameters that explain a recording."""
-    from pydantic import ValidationError
+    from flows.drive_flow import run_drive_search
 
-    from flows.cli_press import _pydantic_message
-    from flows.drive_flow import DriveSearch, run_drive_search
-
-    if data is not None:
+    if study.data is not None:
+        data = Path(study.data)
         if data.suffix.lower() == ".mat":
             if not data.exists():
                 raise InputError(f"{data}: file not found")
@@ -92,22 +78,6 @@ def identify(
             from schemas.drive import load_drive_recording
 
             load_drive_recording(data)  # fail fast, before any server starts
-    try:
-        study = DriveSearch(
-            data=str(data.resolve()) if data else None,
-            population=population,
-            generations=generations,
-            seed=seed,
-            workers=workers,
-            test_fraction=test_fraction,
-            nominals=parse_overrides(nominal),
-            noise_percent=noise_percent,
-            preset=preset,
-            experiment=experiment,
-            resume=cache,
-        )
-    except ValidationError as exc:
-        raise InputError(_pydantic_message(exc)) from None
     with progress_bars(enabled=not as_json):
         result = run_drive_search(study, runner=runner)
     emit(_public(result), as_json=as_json, human=lambda: print_drive_result(result))

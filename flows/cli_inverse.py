@@ -28,6 +28,7 @@ from flows.cli_common import (
     stderr,
     stdout,
     table,
+    write_table,
 )
 from methods.errors import InputError
 
@@ -162,21 +163,6 @@ def _check(system: str, overrides: dict[str, float], demand: dict | None, source
         inverse_steps(parsed.t_start, horizon, dt)
 
 
-def _write_table(frame: Any, out: Path) -> Path:
-    from schemas.storage import write_parquet_atomic
-
-    suffix = out.suffix.lower()
-    if suffix in {".parquet", ".pq"}:
-        return write_parquet_atomic(frame, out)
-    if suffix == ".csv":
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f".{out.name}.tmp")
-        frame.to_csv(tmp, index=False)
-        tmp.replace(out)
-        return out
-    raise InputError(f"--out {out}: use a .parquet (or .csv) file name")
-
-
 @app.command()
 def run(
     system: Annotated[str, typer.Argument(help="System name (see `greylab inverse list`).")],
@@ -224,7 +210,7 @@ def run(
     else:
         summary, frame = _run_untracked(system, overrides, spec, method, dt, t_end, check)
     if out is not None:
-        summary["out"] = str(_write_table(frame, out))
+        summary["out"] = str(write_table(frame, out))
     summary["columns"] = list(frame.columns)
     emit(summary, as_json=as_json, human=lambda: print_inverse_result(summary))
 

@@ -15,7 +15,10 @@ from flows.cli_common import (
     stderr,
     stdout,
     table,
+    write_table,
 )
+from flows.cli_settings import with_settings
+from flows.press_settings import PressStudy
 from methods.errors import InputError
 
 app = typer.Typer(
@@ -29,18 +32,6 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on 
 
 def register(root: typer.Typer) -> None:
     root.add_typer(app, name="press")
-
-
-def _write_table(frame: Any, out: Path) -> None:
-    from schemas.storage import write_parquet_atomic
-
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if out.suffix.lower() == ".csv":
-        frame.to_csv(out, index=False)
-    elif out.suffix.lower() in {".parquet", ".pq"}:
-        write_parquet_atomic(frame, out)
-    else:
-        raise InputError(f"--out {out}: use a .csv or .parquet file name")
 
 
 @app.command()
@@ -61,8 +52,8 @@ def simulate(
         raise InputError(f"--truth must be M1, M2 or M3, got '{truth}'")
     frame, sensor_sheet = simulate_press(truth=truth, seed=seed, n_series=series)
     sheet = sheet or out.with_suffix(".sensors.csv")
-    _write_table(frame, out)
-    _write_table(sensor_sheet, sheet)
+    write_table(frame, out)
+    write_table(sensor_sheet, sheet)
     result = {"out": str(out), "sensor_sheet": str(sheet), "rows": len(frame), "truth": truth}
     emit(
         result,
@@ -136,74 +127,32 @@ def design(
     emit(result.to_dict(), as_json=as_json, human=human)
 
 
+def _allow_typed_models(options: dict[str, Any]) -> None:
+    """The CLI user's own model references join the run's allow-list (README: trust model)."""
+    from models.registry import allow_models
+
+    allow_models(split_list(options["models"]))
+
+
 @app.command()
+@with_settings(PressStudy, prepare=_allow_typed_models)
 def detect(
-    data: Annotated[Path | None, typer.Option(help="Measurement table; omit for the twin.")] = None,
-    sheet: Annotated[Path | None, typer.Option(help="Sensor sheet (sensor,sigma_um).")] = None,
-    models: Annotated[str, typer.Option(help="Comma-separated candidate models.")] = "M1,M2,M3",
-    tests: Annotated[int, typer.Option(help="Number of calibration/validation tests.")] = 50,
-    tol: Annotated[float, typer.Option(help="Family-wise significance level.")] = 0.05,
-    split: Annotated[str, typer.Option(help="random, series, magnitude or phase.")] = "random",
-    statistic: Annotated[str, typer.Option(help="difference (default) or paper.")] = "difference",
-    correction: Annotated[str, typer.Option(help="bonferroni or holm.")] = "bonferroni",
-    seed: Annotated[int, typer.Option(help="Seed of the random splits.")] = 0,
-    sensors: Annotated[int, typer.Option(help="Sensors kept by the design; 0 = all.")] = 2,
-    criterion: Annotated[str, typer.Option(help="Design criterion A, D or E.")] = "E",
-    twin_truth: Annotated[str, typer.Option(help="Twin's true model (no --data).")] = "M3",
-    twin_seed: Annotated[int, typer.Option(help="Twin's seed (no --data).")] = 1,
+    study: PressStudy,
     runner: Annotated[str, typer.Option(help="thread or dask.")] = "thread",
     workers: Annotated[int, typer.Option(help="Parallel workers.")] = 2,
-    experiment: Annotated[str, typer.Option(help="MLflow experiment.")] = "press-uncertainty",
-    cache: Annotated[
-        bool,
-        typer.Option(
-            "--cache/--no-cache",
-            help="Reuse results of identical steps (same table contents, model code and "
-            "greylab numerics); --no-cache recomputes every step.",
-        ),
-    ] = True,
     as_json: JsonOpt = False,
 ) -> None:
     """Calibrate every model, test it on calibration/validation splits, give verdicts."""
-    from pydantic import ValidationError
+    from flows.press_flow import run_press_study
+    from models.registry import resolve_model
 
-    from flows.press_flow import PressStudy, run_press_study
-
-    if data is not None:
-        _load(data, sheet)  # fail fast, before any server starts
-    from models.registry import allow_models, resolve_model
-
-    allow_models(split_list(models))  # the CLI user's own references (README: trust model)
-    for reference in split_list(models):
+    if study.data is not None:
+        _load(Path(study.data), Path(study.sensor_sheet) if study.sensor_sheet else None)
+    for reference in study.models:
         resolve_model(reference)  # fail fast on a wrong model, before any server starts
-    try:
-        study = PressStudy(
-            data=str(data.resolve()) if data else None,
-            sensor_sheet=str(sheet.resolve()) if sheet else None,
-            twin_truth=twin_truth,
-            twin_seed=twin_seed,
-            models=split_list(models),
-            n_sensors=sensors or None,
-            criterion=criterion.upper(),
-            n_tests=tests,
-            tol=tol,
-            split=split,
-            statistic=statistic,
-            correction=correction,
-            seed=seed,
-            experiment=experiment,
-            cache=cache,
-        )
-    except ValidationError as exc:
-        raise InputError(_pydantic_message(exc)) from None
     with progress_bars(enabled=not as_json):
         result = run_press_study(study, runner=runner, workers=workers)
     emit(result, as_json=as_json, human=lambda: print_press_result(result))
-
-
-def _pydantic_message(exc: Any) -> str:
-    parts = [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
-    return "invalid settings: " + "; ".join(parts)
 
 
 def print_press_result(result: dict[str, Any]) -> None:

@@ -5,85 +5,21 @@ from __future__ import annotations
 
 import hashlib
 import json
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from prefect import flow
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from flows.drive_settings import DrivePreset, DriveSearch
 from flows.progress import Progress
 from flows.runners import RunnerKind, run_flow
-from models.drivetrain import REFERENCE_STRUCTURE
 from models.drivetrain.gp import GPSettings, StructureSearch
 from models.drivetrain.gp.presets import emps_settings
 from tasks import drive as drive_tasks
-from tasks import limits
 from tasks.cache import code_fingerprint
 from tasks.drive_records import DriveRecorder
 from tasks.settings import load_settings
-from tasks.tracking import validate_experiment_name
-
-
-class DrivePreset(StrEnum):
-    """`reference`: the paper's rotary drive units; `emps`: the prismatic EMPS drive
-    (`models.drivetrain.gp.presets`)."""
-
-    reference = "reference"
-    emps = "emps"
-
-
-class DriveSearch(BaseModel):
-    """Settings of one structure search (the form in the Prefect UI)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    data: str | None = Field(
-        None, description="Recording (CSV/Parquet) or EMPS .mat; empty = the paper's reference"
-    )
-    reference_structure: list[str] = Field(
-        default_factory=lambda: [str(getattr(k, "value", k)) for k in REFERENCE_STRUCTURE],
-        description="True structure of the simulated reference recording",
-    )
-    noise_percent: float = Field(0.0, ge=0, description="Velocity noise, % of its range")
-    reference_seed: int = 0
-    emps_decimate: int = Field(10, ge=1, description="EMPS: keep every k-th sample")
-    preset: DrivePreset | None = Field(
-        None, description="Settings preset; empty = emps for a .mat file, else the paper's"
-    )
-    population: int = Field(10, ge=2)
-    generations: int = Field(10, ge=1)
-    seed: int = 0
-    test_fraction: float = Field(0.0, ge=0, lt=0.9, description="Held-out tail for fitness")
-    nominals: dict[str, float] = Field(
-        default_factory=dict, description="Parameter nominals (bounds 50..200 %)"
-    )
-    batch_size: int = Field(0, ge=0, description="Individuals per task; 0 = spread over workers")
-    workers: int = Field(2, ge=1)
-    resume: bool = Field(
-        True,
-        description="Resume from the checkpoint of an identical search (same recording, "
-        "settings and greylab code); false starts over",
-    )
-    experiment: str = "drive-structure-search"
-
-    @field_validator("experiment")
-    @classmethod
-    def _experiment(cls, value: str) -> str:
-        return validate_experiment_name(value)
-
-    @model_validator(mode="after")
-    def _limits(self) -> DriveSearch:
-        """Population, population x generations and workers within the machine's limits."""
-        limits.check("population", self.population, "GREYLAB_MAX_POPULATION")
-        limits.check(
-            f"population x generations = {self.population} x {self.generations}",
-            self.population * self.generations,
-            "GREYLAB_MAX_GP_EVALUATIONS",
-        )
-        limits.check("workers", self.workers, "GREYLAB_MAX_WORKERS")
-        return self
 
 
 def _noise_sigma(study: DriveSearch) -> float:

@@ -3,91 +3,19 @@ ellipsoid, then calibration/validation tests in parallel batches -> verdicts, al
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from prefect import flow
 from prefect.futures import as_completed
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from flows.press_settings import PressStudy
 from flows.progress import Progress
 from flows.runners import RunnerKind, run_flow
-from methods.press.design import Criterion
-from methods.press.hypothesis import Correction, Statistic
-from methods.press.splits import SplitKind
 from tasks import press as press_tasks
 from tasks.cache import CacheUse, cached
 from tasks.press_records import PressRecorder
-from tasks.tracking import validate_experiment_name
-
-
-class Truth(StrEnum):
-    M1 = "M1"
-    M2 = "M2"
-    M3 = "M3"
-
-
-class PressStudy(BaseModel):
-    """Settings of one press model-uncertainty study (the form in the Prefect UI)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    data: str | None = Field(None, description="Measurement table (CSV/Parquet); empty = twin")
-    sensor_sheet: str | None = Field(
-        None, description="sensor,sigma_um table; empty = from repeats"
-    )
-    twin_truth: Truth = Field(Truth.M3, description="Friction model of the digital twin")
-    twin_seed: int = Field(1, description="Seed of the digital twin")
-    models: list[str] = Field(
-        default_factory=lambda: ["M1", "M2", "M3"],
-        min_length=1,
-        description="Candidate models: built-in names, or plugins the worker allows "
-        "(entry points 'greylab.models', GREYLAB_ALLOWED_MODELS); never imported from here",
-    )
-    n_sensors: int | None = Field(
-        2, ge=1, description="Sensors to keep by optimal design; empty = keep all"
-    )
-    criterion: Criterion = Criterion.E
-    n_tests: int = Field(50, ge=1, le=100_000)
-    tol: float = Field(0.05, gt=0, lt=1)
-    split: SplitKind = SplitKind.RANDOM
-    calibration_fraction: float = Field(0.5, gt=0, lt=1)
-    statistic: Statistic = Statistic.DIFFERENCE
-    correction: Correction = Correction.BONFERRONI
-    seed: int = 0
-    batch_size: int = Field(25, ge=1, description="Splits per Prefect task")
-    experiment: str = "press-uncertainty"
-    cache: bool = Field(
-        True,
-        description="Reuse results of identical steps (same table contents, model code and "
-        "greylab numerics); false recomputes every step",
-    )
-
-    # Flow parameters may come from the dashboard: they name code only through the worker's
-    # allow-list (models/registry.py) and stay within the machine's limits (tasks/limits.py).
-    @field_validator("models")
-    @classmethod
-    def _models(cls, value: list[str]) -> list[str]:
-        from models.registry import check_model_reference
-        from tasks import limits
-
-        limits.check("models", len(value), "GREYLAB_MAX_MODELS")
-        return [check_model_reference(m) for m in value]
-
-    @field_validator("n_tests")
-    @classmethod
-    def _n_tests(cls, value: int) -> int:
-        from tasks import limits
-
-        limits.check("n_tests", value, "GREYLAB_MAX_TESTS")
-        return value
-
-    @field_validator("experiment")
-    @classmethod
-    def _experiment(cls, value: str) -> str:
-        return validate_experiment_name(value)
 
 
 @flow(name="press-uncertainty", log_prints=True)

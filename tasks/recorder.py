@@ -20,6 +20,7 @@ import hashlib
 import io
 import json
 import math
+import re
 import subprocess
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -355,3 +356,23 @@ class InMemoryTracker:
 
     def parents(self) -> list[RecordedRun]:
         return [r for r in self.runs.values() if r.parent_run_id is None]
+
+
+_EXPERIMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._+=@-]{0,99}$")
+
+
+def validate_experiment_name(name: str) -> str:
+    """An MLflow experiment name greylab may create: 1-100 characters of letters, digits,
+    space and `._+=@-`, starting with a letter or digit, no `..`. It becomes a folder of the
+    artifact root, so path separators and `..` (which would write outside the store) are
+    refused. Returns the name; raises `InputError` naming the problem."""
+    from methods.errors import InputError
+
+    text = name if isinstance(name, str) else ""
+    if not _EXPERIMENT_NAME.match(text) or ".." in text:
+        shown = repr(name) if len(repr(name)) <= 80 else repr(name)[:75] + "...'"
+        raise InputError(
+            f"experiment {shown}: use 1-100 letters, digits, spaces or ._+=@- starting with "
+            "a letter or digit, without '/', '\\' or '..'"
+        )
+    return text

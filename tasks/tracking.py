@@ -19,7 +19,6 @@ params are plain setting names (`model`, `split`, `tol`, ...), metrics `param.<n
 from __future__ import annotations
 
 import logging
-import re
 import tempfile
 import time
 import warnings
@@ -31,7 +30,15 @@ import pandas as pd
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunTag
 
-from tasks.recorder import Recorder, content_hash, finite, git_commit, param_text, run_tags
+from tasks.recorder import (
+    Recorder,
+    content_hash,
+    finite,
+    git_commit,
+    param_text,
+    run_tags,
+    validate_experiment_name,
+)
 from tasks.settings import Settings, load_settings
 
 __all__ = ["StudyRecorder", "Tracker", "content_hash", "git_commit", "validate_experiment_name"]
@@ -42,26 +49,6 @@ logging.getLogger("alembic").setLevel(logging.WARNING)
 
 _MAX_METRICS_PER_BATCH = 1000
 _MAX_PARAMS_PER_BATCH = 100
-
-
-_EXPERIMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._+=@-]{0,99}$")
-
-
-def validate_experiment_name(name: str) -> str:
-    """An MLflow experiment name greylab may create: 1-100 characters of letters, digits,
-    space and `._+=@-`, starting with a letter or digit, no `..`. It becomes a folder of the
-    artifact root, so path separators and `..` (which would write outside the store) are
-    refused. Returns the name; raises `InputError` naming the problem."""
-    from methods.errors import InputError
-
-    text = name if isinstance(name, str) else ""
-    if not _EXPERIMENT_NAME.match(text) or ".." in text:
-        shown = repr(name) if len(repr(name)) <= 80 else repr(name)[:75] + "...'"
-        raise InputError(
-            f"experiment {shown}: use 1-100 letters, digits, spaces or ._+=@- starting with "
-            "a letter or digit, without '/', '\\' or '..'"
-        )
-    return text
 
 
 class Tracker:

@@ -30,6 +30,9 @@ from methods.press.splits import parse_enum
 
 
 class Criterion(StrEnum):
+    """A: trace of the covariance (mean variance); D: its log determinant (ellipsoid
+    volume); E: its largest eigenvalue (longest ellipsoid axis)."""
+
     A = "A"
     D = "D"
     E = "E"

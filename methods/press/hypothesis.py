@@ -55,11 +55,17 @@ class FitNotConvergedError(InputError):
 
 
 class Statistic(StrEnum):
+    """difference: d'(C_cal + C_val)^-1 d of two independent estimates; paper: d'C_cal^-1 d
+    (the paper's, rejects a correct model far too often)."""
+
     DIFFERENCE = "difference"
     PAPER = "paper"
 
 
 class Correction(StrEnum):
+    """bonferroni: every test at tol / n; holm: Holm's step-down (same family-wise level,
+    more power)."""
+
     BONFERRONI = "bonferroni"
     HOLM = "holm"
 

@@ -30,6 +30,9 @@ from methods.errors import InputError
 
 
 class SplitKind(StrEnum):
+    """random: Monte-Carlo over steps; series: over repetitions; magnitude: low vs high
+    forces; phase: loading vs unloading."""
+
     RANDOM = "random"
     SERIES = "series"
     MAGNITUDE = "magnitude"

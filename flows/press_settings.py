@@ -1,0 +1,88 @@
+"""Settings of the press study `press-uncertainty`: the single source of the Prefect form, the
+flow's parameters and the options of `greylab press detect` (flows/cli_settings.py)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from flows.cli_settings import Cli
+from methods.press.design import Criterion
+from methods.press.hypothesis import Correction, Statistic
+from methods.press.splits import SplitKind
+from tasks.recorder import validate_experiment_name
+
+
+class Truth(StrEnum):
+    M1 = "M1"
+    M2 = "M2"
+    M3 = "M3"
+
+
+class PressStudy(BaseModel):
+    """Settings of one press model-uncertainty study (the form in the Prefect UI)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    data: Annotated[str | None, Cli(path=True)] = Field(
+        None, description="Measurement table (CSV/Parquet); empty = the digital twin"
+    )
+    sensor_sheet: Annotated[str | None, Cli(name="sheet", path=True)] = Field(
+        None, description="Sensor sheet (sensor,sigma_um); empty = sigma from the repeats"
+    )
+    twin_truth: Truth = Field(Truth.M3, description="Friction model of the digital twin (no data)")
+    twin_seed: int = Field(1, description="Seed of the digital twin (no data)")
+    models: list[str] = Field(
+        default_factory=lambda: ["M1", "M2", "M3"],
+        min_length=1,
+        description="Candidate models (comma-separated on the command line): built-in names, "
+        "or plugins the worker allows (entry points 'greylab.models', GREYLAB_ALLOWED_MODELS)",
+    )
+    n_sensors: Annotated[int | None, Cli(name="sensors", zero_is_none=True)] = Field(
+        2, ge=1, description="Sensors kept by the optimal design; empty (CLI: 0) = all"
+    )
+    criterion: Criterion = Field(Criterion.E, description="Design criterion")
+    n_tests: Annotated[int, Cli(name="tests")] = Field(
+        50, ge=1, le=100_000, description="Calibration/validation tests per model"
+    )
+    tol: float = Field(0.05, gt=0, lt=1, description="Family-wise significance level")
+    split: SplitKind = Field(SplitKind.RANDOM, description="How tests split the data")
+    calibration_fraction: float = Field(
+        0.5, gt=0, lt=1, description="Share of the data that calibrates (random splits)"
+    )
+    statistic: Statistic = Field(Statistic.DIFFERENCE, description="Test statistic")
+    correction: Correction = Field(Correction.BONFERRONI, description="Multiple-testing correction")
+    seed: int = Field(0, description="Seed of the random splits")
+    batch_size: int = Field(25, ge=1, description="Splits per Prefect task")
+    experiment: str = Field("press-uncertainty", description="MLflow experiment")
+    cache: bool = Field(
+        True,
+        description="Reuse results of identical steps (same table contents, model code and "
+        "greylab numerics); false (CLI: --no-cache) recomputes every step",
+    )
+
+    # Flow parameters may come from the dashboard: they name code only through the worker's
+    # allow-list (models/registry.py) and stay within the machine's limits (tasks/limits.py).
+    @field_validator("models")
+    @classmethod
+    def _models(cls, value: list[str]) -> list[str]:
+        from models.registry import check_model_reference
+        from tasks import limits
+
+        limits.check("models", len(value), "GREYLAB_MAX_MODELS")
+        return [check_model_reference(m) for m in value]
+
+    @field_validator("n_tests")
+    @classmethod
+    def _n_tests(cls, value: int) -> int:
+        from tasks import limits
+
+        limits.check("n_tests", value, "GREYLAB_MAX_TESTS")
+        return value
+
+    @field_validator("experiment")
+    @classmethod
+    def _experiment(cls, value: str) -> str:
+        return validate_experiment_name(value)
