@@ -40,12 +40,15 @@ class Cli:
 
     ``name``: option name without ``--`` (default: the field name in kebab case); ``path``: a
     file path, resolved to an absolute path; ``zero_is_none``: ``--name 0`` means "none" (the
-    empty field of the form); ``hidden``: a setting of the dashboard and API only."""
+    empty field of the form); ``hidden``: a setting of the dashboard and API only;
+    ``default``: the command line's default where it differs from the form's (e.g. a shorter
+    settle window for a person at a terminal)."""
 
     name: str | None = None
     path: bool = False
     zero_is_none: bool = False
     hidden: bool = False
+    default: Any = None
 
 
 def cli_of(field: FieldInfo) -> Cli:
@@ -88,6 +91,9 @@ def _help(field: FieldInfo, kind: Any) -> str:
 
 
 def _default(field: FieldInfo) -> Any:
+    cli_default = cli_of(field).default
+    if cli_default is not None:
+        return cli_default
     return field.get_default(call_default_factory=True)
 
 

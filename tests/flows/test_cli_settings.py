@@ -33,6 +33,7 @@ class Toy(BaseModel):
     keep: Annotated[int | None, Cli(zero_is_none=True)] = Field(2, description="Kept; 0 = all")
     scales: Annotated[dict[str, float], Cli(name="scale")] = Field(default_factory=dict)
     fast: bool = Field(True, description="Go fast")
+    wait: Annotated[float, Cli(default=5.0)] = Field(60.0, description="Seconds")
     secret: Annotated[int, Cli(hidden=True)] = 7
 
 
@@ -57,13 +58,14 @@ def test_every_visible_field_is_an_option_with_its_default_help_range_and_choice
     app = _command(Toy)[0]
     options = _options(app)
     assert set(options) == {"--n", "--colour", "--names", "--table", "--keep", "--scale",
-                            "--fast", "--loud"}  # fmt: skip
+                            "--fast", "--wait", "--loud"}  # fmt: skip
     assert options["--n"].default == 3 and "How many (>= 1, <= 9)" in (options["--n"].help or "")
     refused = CliRunner().invoke(app, ["--colour", "green"])
     assert refused.exit_code == 2 and "red" in refused.output and "blue" in refused.output
     assert "red: warm; blue: cold." in (options["--colour"].help or "")
     assert options["--names"].default == "a,b"
     assert options["--fast"].secondary_opts == ["--no-fast"]
+    assert options["--wait"].default == 5.0  # the command line's own default
 
 
 def test_parsed_options_become_the_settings_model(tmp_path: Path) -> None:
@@ -77,9 +79,9 @@ def test_parsed_options_become_the_settings_model(tmp_path: Path) -> None:
     assert loud is True
     assert study == Toy(count=5, colour=Colour.red, names=["x", "y"],
                         table=str((tmp_path / "t.csv").resolve()), keep=None,
-                        scales={"J": 2.0, "c": 0.5}, fast=False)  # fmt: skip
+                        scales={"J": 2.0, "c": 0.5}, fast=False, wait=5.0)  # fmt: skip
     CliRunner().invoke(app, [])
-    assert seen[1][0] == Toy()
+    assert seen[1][0] == Toy(wait=5.0)
 
 
 def test_an_invalid_value_names_the_option_not_the_field() -> None:
