@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -20,6 +20,7 @@ from flows.cli_common import (
 from flows.cli_settings import with_settings
 from flows.drive_settings import DriveSearch
 from methods.errors import InputError
+from tasks.study_results import DriveResult
 
 app = typer.Typer(
     rich_markup_mode="markdown",
@@ -80,21 +81,15 @@ def identify(
             load_drive_recording(data)  # fail fast, before any server starts
     with progress_bars(enabled=not as_json):
         result = run_drive_search(study, runner=runner)
-    emit(_public(result), as_json=as_json, human=lambda: print_drive_result(result))
+    emit(result.to_dict(), as_json=as_json, human=lambda: print_drive_result(result))
 
 
-def _public(result: dict[str, Any]) -> dict[str, Any]:
-    keys = ("best_structure", "best_codes", "parameters", "rss", "fitness", "generations",
-            "run_id", "data_hash", "source", "resumed_from", "preset")  # fmt: skip
-    return {k: result[k] for k in keys if k in result}
-
-
-def print_drive_result(result: dict[str, Any]) -> None:
+def print_drive_result(result: DriveResult) -> None:
     stdout.print(
-        f"Best structure {result['best_codes']} = {', '.join(result['best_structure'])} "
-        f"(fitness {result['fitness']:.4g}, RSS {result['rss']:.4g}, "
-        f"{result['generations']} generations)"
+        f"Best structure {result.best_codes} = {', '.join(result.best_structure)} "
+        f"(fitness {result.fitness:.4g}, RSS {result.rss:.4g}, "
+        f"{result.generations} generations)"
     )
-    rows = [[k, v] for k, v in result["parameters"].items()]
+    rows = [[k, v] for k, v in result.parameters.items()]
     stdout.print(table("Identified parameters", ["parameter", "value"], rows))
-    stderr.print(f"MLflow run {result['run_id']}; look: {result['tracking']}")
+    stderr.print(f"MLflow run {result.run_id}; look: {result.tracking}")

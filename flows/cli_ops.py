@@ -182,7 +182,7 @@ def demo(
             "to find the structure reliably: `greylab drive identify` runs 10 x 10)"
         )
         drive = run_drive_search(DriveSearch(population=6, generations=generations))
-    result = {"press": press, "inverse": crane, "drive": drive}
+    result = {"press": press.to_dict(), "inverse": crane, "drive": drive.to_dict()}
 
     def human() -> None:
         print_press_result(press)
@@ -199,9 +199,9 @@ def demo(
         print_drive_result(drive)
         stdout.print(
             "\nWhere to look:\n"
-            f"  MLflow UI: {press['tracking']}\n"
-            f"  press parent run {press['parent_run_id']}, crane parent run "
-            f"{crane['parent_run_id']}, drive run {drive['run_id']}\n"
+            f"  MLflow UI: {press.tracking}\n"
+            f"  press parent run {press.parent_run_id}, crane parent run "
+            f"{crane['parent_run_id']}, drive run {drive.run_id}\n"
             "  compare runs: greylab compare --study press (or drive, inverse)"
         )
 

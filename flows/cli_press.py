@@ -20,6 +20,7 @@ from flows.cli_common import (
 from flows.cli_settings import with_settings
 from flows.press_settings import PressStudy
 from methods.errors import InputError
+from tasks.study_results import PressResult
 
 app = typer.Typer(
     rich_markup_mode="markdown",
@@ -152,45 +153,24 @@ def detect(
         resolve_model(reference)  # fail fast on a wrong model, before any server starts
     with progress_bars(enabled=not as_json):
         result = run_press_study(study, runner=runner, workers=workers)
-    emit(result, as_json=as_json, human=lambda: print_press_result(result))
+    emit(result.to_dict(), as_json=as_json, human=lambda: print_press_result(result))
 
 
-def print_press_result(result: dict[str, Any]) -> None:
+def print_press_result(result: PressResult) -> None:
     rows = []
-    for v in result["verdicts"]:
+    for v in result.verdicts:
         estimates = ", ".join(
-            f"{k}={val:.4g}±{v['standard_errors'][k]:.2g}" for k, val in v["parameters"].items()
+            f"{k}={val:.4g}±{v.standard_errors[k]:.2g}" for k, val in v.parameters.items()
         )
-        rows.append(
-            [
-                v["model"],
-                v["verdict"],
-                v["n_rejections"],
-                v.get("n_failed", 0),
-                v["min_alpha"],
-                v["threshold"],
-                estimates,
-            ]
-        )
-    stdout.print(
-        table(
-            f"Press study (sensors {', '.join(result['sensors'])})",
-            [
-                "model",
-                "verdict",
-                "rejections",
-                "failed",
-                "min alpha",
-                "threshold",
-                "estimates ± s.e.",
-            ],
-            rows,
-        )
-    )
-    for warning in result.get("warnings", []):
+        rows.append([v.model, v.verdict, v.n_rejections, v.n_failed, v.min_alpha, v.threshold,
+                     estimates])  # fmt: skip
+    columns = ["model", "verdict", "rejections", "failed", "min alpha", "threshold",
+               "estimates ± s.e."]  # fmt: skip
+    stdout.print(table(f"Press study (sensors {', '.join(result.sensors)})", columns, rows))
+    for warning in result.warnings:
         stderr.print(f"warning: {warning}")
-    print_cache_use(result.get("cache"))
-    stderr.print(f"MLflow parent run {result['parent_run_id']}; look: {result['tracking']}")
+    print_cache_use(result.cache)
+    stderr.print(f"MLflow parent run {result.parent_run_id}; look: {result.tracking}")
 
 
 def print_cache_use(use: dict[str, Any] | None) -> None:

@@ -14,34 +14,22 @@ from prefect import flow
 from flows.drive_settings import DrivePreset, DriveSearch
 from flows.progress import Progress
 from flows.runners import RunnerKind, run_flow
-from models.drivetrain.gp import GPSettings, StructureSearch
+from models.drivetrain.gp import GPSettings, RecordingFile, StructureSearch
 from models.drivetrain.gp.presets import emps_settings
 from tasks import drive as drive_tasks
 from tasks.cache import code_fingerprint
 from tasks.drive_records import DriveRecorder
 from tasks.settings import load_settings
-
-
-def _noise_sigma(study: DriveSearch) -> float:
-    if study.noise_percent == 0:
-        return 0.0
-    from models.drivetrain import reference_recording
-
-    clean = reference_recording(study.reference_structure, seed=study.reference_seed)
-    return (
-        0.01
-        * study.noise_percent
-        * float(clean["velocity_rad_s"].max() - clean["velocity_rad_s"].min())
-    )
+from tasks.study_results import DriveResult
 
 
 @flow(name="drive-structure-search", log_prints=True)
-def drive_structure_search(study: DriveSearch | None = None) -> dict[str, Any]:
+def drive_structure_search(study: DriveSearch | None = None) -> DriveResult:
     study = study or DriveSearch()
     recorder = DriveRecorder(study.experiment)
     with recorder.session(study.model_dump(mode="json")) as run_id:
         result = _run(study, recorder)
-    return {**result, "run_id": run_id, "tracking": recorder.tracker.ui_hint()}
+    return DriveResult(**result, run_id=run_id, tracking=recorder.tracker.ui_hint())
 
 
 def checkpoint_dir(data_hash: str, study: DriveSearch) -> Path:
@@ -56,12 +44,11 @@ def checkpoint_dir(data_hash: str, study: DriveSearch) -> Path:
 def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
     reference = {
         "structure": study.reference_structure,
-        "noise": _noise_sigma(study),
+        "noise_percent": study.noise_percent,
         "seed": study.reference_seed,
     }
     loaded = drive_tasks.load_recording(study.data, reference, study.emps_decimate)
     recorder.lineage(loaded["path"], loaded["source"])
-    recording = pd.read_parquet(loaded["path"])
 
     checkpoint = checkpoint_dir(loaded["hash"], study)
     progress = Progress("generations", study.generations, key="drive-generations")
@@ -86,8 +73,8 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
         batch_size=study.batch_size or max(1, -(-study.population // study.workers)),
         checkpoint_dir=checkpoint if study.resume else None,
         progress=on_generation,
-    ).fit(recording)
-    recorder.result(search, recording)
+    ).fit(RecordingFile(loaded["path"], loaded["hash"]))
+    recorder.result(search, pd.read_parquet(loaded["path"]))
     return {
         "data_hash": loaded["hash"],
         "source": loaded["source"],
@@ -99,10 +86,10 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
         "generations": study.generations,
         "resumed_from": search.resumed_from_,
         "preset": preset.value,
-        "history": search.history_.to_dict("records"),
+        "history": tuple(search.history_.to_dict("records")),
     }
 
 
-def run_drive_search(study: DriveSearch, *, runner: RunnerKind | str = "thread"):
+def run_drive_search(study: DriveSearch, *, runner: RunnerKind | str = "thread") -> DriveResult:
     """Run the flow with a chosen task runner (threads, or a Dask cluster)."""
     return run_flow(drive_structure_search, study, runner=runner, workers=study.workers)

@@ -111,7 +111,7 @@ def _start_study(study: str, campaign: str, data_root: Path) -> dict[str, Any]:
         result = run_press_study(PressStudy(data=path))
     except InputError as exc:
         return {**entry, "status": "failed", "reason": str(exc)}
-    return {**entry, "status": "done", "data": path, "parent_run_id": result.get("parent_run_id")}
+    return {**entry, "status": "done", "data": path, "parent_run_id": result.parent_run_id}
 
 
 def run_ingest(

@@ -16,15 +16,16 @@ from flows.runners import RunnerKind, run_flow
 from tasks import press as press_tasks
 from tasks.cache import CacheUse, cached
 from tasks.press_records import PressRecorder
+from tasks.study_results import ModelVerdict, PressResult
 
 
 @flow(name="press-uncertainty", log_prints=True)
-def press_uncertainty(study: PressStudy | None = None) -> dict[str, Any]:
+def press_uncertainty(study: PressStudy | None = None) -> PressResult:
     study = study or PressStudy()
     recorder = PressRecorder(study.experiment)
     with recorder.session(study.model_dump(mode="json")) as parent:
         result = _run(study, recorder)
-    return {**result, "parent_run_id": parent, "tracking": recorder.tracker.ui_hint()}
+    return PressResult(**result, parent_run_id=parent, tracking=recorder.tracker.ui_hint())
 
 
 class _Steps:
@@ -55,6 +56,7 @@ class _Steps:
 
 
 def _run(study: PressStudy, recorder: PressRecorder) -> dict[str, Any]:
+    """validate -> correct -> normality -> design -> fits and tests -> verdicts."""
     twin = None if study.data else {"truth": study.twin_truth.value, "seed": study.twin_seed}
     loaded = press_tasks.load_measurements(study.data, study.sensor_sheet, twin)
     sigma = loaded["sigma"]
@@ -63,101 +65,98 @@ def _run(study: PressStudy, recorder: PressRecorder) -> dict[str, Any]:
     path = steps.corrected_table(loaded["path"])
     report = steps.call("normality", steps.normality, path)
     recorder.normality(report)
-    warnings: list[str] = []
-    if not report.all_normal:
-        failing = report.table.loc[~report.table["normal"].astype(bool), "sensor"].tolist()
-        warnings.append(
-            f"measurement errors of sensor(s) {failing} fail the Shapiro-Wilk test at 5 %: "
-            "the covariance and the tests assume Gaussian errors, so treat the verdicts with care"
-        )
-
+    warnings = _normality_warnings(report)
     design = steps.call(
-        "design",
-        steps.design,
-        study.models[0],
-        path,
-        study.n_sensors,
-        study.criterion.value,
-        sigma,
+        "design", steps.design, study.models[0], path, study.n_sensors, study.criterion.value, sigma
     )
     sensors = design.best_sensors
     recorder.design(design)
-
     splits = steps.call(
-        "plan-splits",
-        steps.plan_splits,
-        path,
-        study.split.value,
-        study.n_tests,
-        study.seed,
+        "plan-splits", steps.plan_splits, path, study.split.value, study.n_tests, study.seed,
         study.calibration_fraction,
-    )
-    batches = [splits[i : i + study.batch_size] for i in range(0, len(splits), study.batch_size)]
+    )  # fmt: skip
+    fits, rows = _fit_and_test(study, steps, path, sensors, sigma, splits)
+    recorder.cache(steps.use)
+    verdicts = []
+    for model in study.models:
+        detection = press_tasks.verdict(
+            [rows[model][i] for i in sorted(rows[model])], study.tol, study.correction.value,
+            len(splits), model, study.split.value, study.statistic.value,
+        )  # fmt: skip
+        fit = fits[model].result()
+        warnings += [f"{model}: {w}" for w in (*fit.warnings, *detection.warnings)]
+        run_id = recorder.model_run(model, study, fit, detection, sensors, path)
+        verdicts.append(_verdict(model, fit, detection, run_id))
+    recorder.verdicts([v.to_dict() for v in verdicts])
+    return {
+        "data_hash": loaded["hash"],
+        "sensors": sensors,
+        "design": design.to_dict(),
+        "normality": report.to_dict(),
+        "verdicts": tuple(verdicts),
+        "warnings": tuple(warnings),
+        "cache": steps.use.to_dict(),
+    }
+
+
+def _normality_warnings(report: Any) -> list[str]:
+    if report.all_normal:
+        return []
+    failing = report.table.loc[~report.table["normal"].astype(bool), "sensor"].tolist()
+    return [
+        f"measurement errors of sensor(s) {failing} fail the Shapiro-Wilk test at 5 %: "
+        "the covariance and the tests assume Gaussian errors, so treat the verdicts with care"
+    ]
+
+
+def _fit_and_test(
+    study: PressStudy, steps: _Steps, path: str, sensors: list[str], sigma: Any, splits: list
+) -> tuple[dict[str, Any], dict[str, dict[int, Any]]]:
+    """Submit the full-data fit and the test batches of every model; returns the fit futures
+    and the test rows per model and batch index (progress reported as batches finish)."""
+    size = study.batch_size
+    batches = [splits[i : i + size] for i in range(0, len(splits), size)]
     fits = {m: steps.fit.submit(m, path, sensors, sigma) for m in study.models}
     futures = {
         steps.test_batch.submit(model, path, sensors, sigma, batch, study.statistic.value): (
-            model,
-            index,
-            len(batch),
+            model, index, len(batch),
         )
         for model in study.models
         for index, batch in enumerate(batches)
-    }
+    }  # fmt: skip
     progress = Progress("tests", len(splits) * len(study.models), key="press-tests")
     rows: dict[str, dict[int, Any]] = {m: {} for m in study.models}
     for fut in as_completed(list(futures)):
-        model, index, size = futures[fut]
+        model, index, n = futures[fut]
         rows[model][index] = fut.result()
-        progress.advance(size)
+        progress.advance(n)
     for model, fit_future in fits.items():
         fit_future.wait()
         steps.use.record(f"fit {model}", fit_future.state)
         for fut, (owner, index, _) in futures.items():
             if owner == model:
                 steps.use.record(f"tests {model} #{index + 1}", fut.state)
-    recorder.cache(steps.use)
-
-    verdicts = []
-    for model in study.models:
-        detection = press_tasks.verdict(
-            [rows[model][i] for i in sorted(rows[model])],
-            study.tol,
-            study.correction.value,
-            len(splits),
-            model,
-            study.split.value,
-            study.statistic.value,
-        )
-        fit = fits[model].result()
-        warnings += [f"{model}: {w}" for w in (*fit.warnings, *detection.warnings)]
-        run_id = recorder.model_run(model, study, fit, detection, sensors, path)
-        verdicts.append(
-            {
-                "model": model,
-                "verdict": detection.verdict,  # "... detected", "passes", "inconclusive"
-                "rejected": bool(detection.rejected),
-                "n_rejections": int(detection.n_rejections),
-                "n_failed": int(detection.n_failed),
-                "inconclusive": bool(detection.inconclusive),
-                "min_alpha": float(np.nanmin(detection.alpha_min, initial=np.inf)),
-                "threshold": float(detection.threshold),
-                "parameters": fit.parameters,
-                "standard_errors": fit.standard_errors,
-                "run_id": run_id,
-            }
-        )
-    recorder.verdicts(verdicts)
-    return {
-        "data_hash": loaded["hash"],
-        "sensors": sensors,
-        "design": design.to_dict(),
-        "normality": report.to_dict(),
-        "verdicts": verdicts,
-        "warnings": warnings,
-        "cache": steps.use.to_dict(),
-    }
+    return fits, rows
 
 
-def run_press_study(study: PressStudy, *, runner: RunnerKind | str = "thread", workers: int = 2):
+def _verdict(model: str, fit: Any, detection: Any, run_id: str) -> ModelVerdict:
+    return ModelVerdict(
+        model=model,
+        verdict=detection.verdict,
+        rejected=bool(detection.rejected),
+        n_rejections=int(detection.n_rejections),
+        n_failed=int(detection.n_failed),
+        inconclusive=bool(detection.inconclusive),
+        min_alpha=float(np.nanmin(detection.alpha_min, initial=np.inf)),
+        threshold=float(detection.threshold),
+        parameters=fit.parameters,
+        standard_errors=fit.standard_errors,
+        run_id=run_id,
+    )
+
+
+def run_press_study(
+    study: PressStudy, *, runner: RunnerKind | str = "thread", workers: int = 2
+) -> PressResult:
     """Run the flow with a chosen task runner (threads, or a Dask cluster)."""
     return run_flow(press_uncertainty, study, runner=runner, workers=workers)

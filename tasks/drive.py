@@ -22,14 +22,27 @@ from tasks.settings import load_settings
 from tasks.tracking import content_hash
 
 
+def reference_noise(structure: Sequence[str], seed: int, noise_percent: float) -> float:
+    """Velocity noise [rad/s] of `noise_percent` % of the clean reference's velocity range."""
+    if noise_percent == 0:
+        return 0.0
+    clean = reference_recording(list(structure), seed=seed)
+    velocity = clean["velocity_rad_s"]
+    return 0.01 * noise_percent * float(velocity.max() - velocity.min())
+
+
 @task(name="load-drive-recording", retries=2, retry_delay_seconds=2)
 def load_recording(
     data: str | None, reference: Mapping[str, Any], emps_decimate: int = 10
 ) -> dict[str, Any]:
     """Validate a recording (CSV/Parquet, or the EMPS `.mat`) or simulate the paper's
-    reference; store it as Parquet. Returns `{"path", "hash", "source"}`."""
+    reference (`{"structure", "seed", "noise_percent"}`); store it as Parquet. Returns
+    `{"path", "hash", "source"}`."""
     if data is None:
-        frame = reference_recording(**dict(reference))
+        structure, seed = list(reference["structure"]), int(reference["seed"])
+        noise = reference_noise(structure, seed, float(reference["noise_percent"]))
+        reference = {"structure": structure, "noise": noise, "seed": seed}
+        frame = reference_recording(**reference)
         frame = validate_drive_recording(frame, source="reference recording")
         source = "reference:" + ",".join(f"{k}={v}" for k, v in sorted(reference.items()))
     elif data.lower().endswith(".mat"):

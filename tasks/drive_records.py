@@ -54,18 +54,11 @@ class DriveRecorder(Recorder):
         self._figures(search, recording)
 
     def _figures(self, search: Any, recording: pd.DataFrame) -> None:
-        from models.drivetrain import plots, simulate
+        from models.drivetrain import plots
 
         time_s = recording["t_s"].to_numpy(float)
         measured = recording["velocity_rad_s"].to_numpy(float)
-        simulated = simulate(
-            search.best_structure_,
-            recording["torque_Nm"].to_numpy(float),
-            float(time_s[1] - time_s[0]),
-            search.best_parameters_,
-            y0=float(measured[0]),
-            **search.settings.kit_options(),
-        )
         title = f"best {search.best_codes_} = {', '.join(search.best_structure_)}"
-        self.run.figure(plots.plot_fit(time_s, measured, simulated, title=title), "figures/fit.png")
+        figure = plots.plot_fit(time_s, measured, search.best_output_, title=title)
+        self.run.figure(figure, "figures/fit.png")
         self.run.figure(plots.plot_history(search.history_), "figures/convergence.png")

@@ -5,6 +5,7 @@ MLflow, so a flow that drops a file, skips the ledger or reports what it did not
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -92,7 +93,7 @@ def test_study_trigger_runs_press_on_the_real_campaign_table_and_skips_drive(
     monkeypatch.setattr(
         flows.press_flow,
         "run_press_study",
-        lambda study: seen.append(study) or {"parent_run_id": "run-1"},
+        lambda study: seen.append(study) or SimpleNamespace(parent_run_id="run-1"),
     )
     done = ingest_flow._start_study("press", "line-1", root)
     assert {k: done[k] for k in ("study", "campaign", "status", "parent_run_id")} == {
@@ -190,7 +191,7 @@ def test_flow_ingests_tracks_and_triggers_the_study(
     monkeypatch.setattr(
         flows.press_flow,
         "run_press_study",
-        lambda study: studies.append(study) or {"parent_run_id": "press-run"},
+        lambda study: studies.append(study) or SimpleNamespace(parent_run_id="press-run"),
     )
     rng = np.random.default_rng(11)
     inbox, root = _lab(tmp_path)

@@ -56,15 +56,15 @@ def test_press_and_drive_flows_on_a_dask_cluster(home: Path, dask_with_server) -
     study = PressStudy(n_tests=12, batch_size=4, experiment="dask-check")
     result = run_press_study(study, runner="dask")
     assert _ran_on(dask_with_server, "test_batch")
-    verdicts = {v["model"]: v for v in result["verdicts"]}
+    verdicts = {v.model: v for v in result.verdicts}
     assert set(verdicts) == {"M1", "M2", "M3"}
-    assert all(len(v["parameters"]) == 2 for v in verdicts.values())
+    assert all(len(v.parameters) == 2 for v in verdicts.values())
     runs = _runs(os.environ["MLFLOW_TRACKING_URI"], "dask-check")
     children = [r for r in runs if r.data.tags.get("greylab.kind") == "child"]
     assert sorted(r.data.params["model"] for r in children) == ["M1", "M2", "M3"]
     for run in children:
         assert len(run.data.metrics) >= 6
-        assert run.data.tags["greylab.data_hash"] == result["data_hash"]
+        assert run.data.tags["greylab.data_hash"] == result.data_hash
         assert _artifacts(run.info.run_id) >= {
             "fit.json", "ellipsoid.json", "detection.json", "tests.csv",
             "figures/ellipsoid.png", "figures/hysteresis.png",
@@ -85,7 +85,7 @@ def test_press_and_drive_flows_on_a_dask_cluster(home: Path, dask_with_server) -
         DriveSearch(population=4, generations=2, experiment="dask-drive"), runner="dask"
     )
     assert _ran_on(dask_with_server, "evaluate_individuals")
-    assert drive["generations"] == 2 and drive["best_structure"]
+    assert drive.generations == 2 and drive.best_structure
     (run,) = _runs(os.environ["MLFLOW_TRACKING_URI"], "dask-drive")
     history = [m.step for m in _client().get_metric_history(run.info.run_id, "best_fitness")]
     assert history == [0, 1]

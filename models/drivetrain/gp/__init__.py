@@ -7,7 +7,8 @@ from models.drivetrain.gp.evaluate import (
     evaluate_batch,
     identify,
 )
-from models.drivetrain.gp.search import StructureSearch, as_arrays, serial_map
+from models.drivetrain.gp.recording import RecordingFile, as_arrays
+from models.drivetrain.gp.search import StructureSearch, serial_map
 from models.drivetrain.gp.settings import GPSettings, IdentificationSettings
 from models.drivetrain.gp.tree import Individual, Node
 
@@ -19,6 +20,7 @@ __all__ = [
     "IndividualSpec",
     "Node",
     "RecordingArrays",
+    "RecordingFile",
     "StructureSearch",
     "as_arrays",
     "evaluate_batch",

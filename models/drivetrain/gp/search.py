@@ -52,9 +52,11 @@ from models.drivetrain.gp.operators import (
     select,
     simplifications,
 )
+from models.drivetrain.gp.recording import RecordingFile, as_arrays, evaluate_stored
 from models.drivetrain.gp.settings import GPSettings
 from models.drivetrain.gp.tree import Individual, pick
 from models.drivetrain.kit import assemble
+from models.drivetrain.simulate import simulate
 
 MapBatches = Callable[[Callable, list], list]
 
@@ -77,24 +79,6 @@ def balanced_batches(todo: list[IndividualSpec], n_batches: int) -> list[list[In
     return batches
 
 
-def as_arrays(recording: Any) -> RecordingArrays:
-    """A validated drive recording (DataFrame, see ``schemas.drive``) as plain arrays."""
-    if isinstance(recording, RecordingArrays):
-        return recording
-    if not isinstance(recording, pd.DataFrame):
-        raise InputError("fit() expects a drive-recording DataFrame or RecordingArrays")
-    from schemas.drive import validate_drive_recording
-
-    frame = validate_drive_recording(recording, source="recording")
-    t = frame["t_s"].to_numpy(float)
-    return RecordingArrays(
-        u=frame["torque_Nm"].to_numpy(float).copy(),
-        y=frame["velocity_rad_s"].to_numpy(float).copy(),
-        dt=float((t[-1] - t[0]) / (t.size - 1)),
-        q=frame["position_rad"].to_numpy(float).copy() if "position_rad" in frame else None,
-    )
-
-
 class StructureSearch:
     """Structure and parameter identification by degenerate GP.
 
@@ -108,7 +92,11 @@ class StructureSearch:
     ``best_fitness_``, ``best_rss_``, ``best_evaluation_``, ``history_`` (one row per
     generation), ``population_history_`` (one row per individual and generation),
     ``state_space_`` (JSON-able A, B, C, D at the identified values, f and g as strings),
-    ``n_evaluations_``, ``resumed_from_``.
+    ``best_output_`` (the best model's simulated velocity over the whole recording, from the
+    measured initial velocity), ``n_evaluations_``, ``resumed_from_``.
+
+    ``fit`` takes a recording table, plain ``RecordingArrays`` or a stored ``RecordingFile``;
+    with a file, ``map_batches`` ships the file's path and hash instead of the arrays.
     """
 
     def __init__(
@@ -163,7 +151,15 @@ class StructureSearch:
         keys = {sp.key(): k for k, sp in jobs}
         todo = sorted((sp for _, sp in jobs), key=lambda sp: sp.key())
         batches = balanced_batches(todo, -(-self.settings.population // self.batch_size))
-        fn = functools.partial(evaluate_batch, data=data, settings=self.settings, seed=self.seed)
+        fn: Callable[[list[IndividualSpec]], list[Evaluation]]
+        if isinstance(self._recording, RecordingFile):  # workers read the file, once each
+            fn = functools.partial(
+                evaluate_stored, recording=self._recording, settings=self.settings, seed=self.seed
+            )
+        else:
+            fn = functools.partial(
+                evaluate_batch, data=data, settings=self.settings, seed=self.seed
+            )
         results = (self.map_batches or serial_map)(fn, batches)
         for batch, evals in zip(batches, results):
             for spec, ev in zip(batch, evals):
@@ -231,6 +227,7 @@ class StructureSearch:
     def fit(self, recording: Any) -> StructureSearch:
         """Run (or resume) the search on a drive recording; returns ``self``."""
         data = as_arrays(recording)
+        self._recording = recording
         s = self.settings
         self._cache: dict[str, Evaluation] = {}
         self.n_evaluations_ = 0
@@ -288,10 +285,12 @@ class StructureSearch:
                 self.progress(g, s.generations, best)
         if best is None:  # generations <= the checkpoint's: nothing was evaluated
             raise InputError("the search evaluated no generation (check generations)")
-        self._finish(best, history, pop_rows)
+        self._finish(best, history, pop_rows, data)
         return self
 
-    def _finish(self, best: Evaluation, history: list, pop_rows: list) -> None:
+    def _finish(
+        self, best: Evaluation, history: list, pop_rows: list, data: RecordingArrays
+    ) -> None:
         self.best_evaluation_ = best
         self.best_structure_ = list(best.structure)
         self.best_codes_ = list(best.codes)
@@ -302,6 +301,14 @@ class StructureSearch:
         self.population_history_ = pd.DataFrame(pop_rows)
         model = assemble(best.structure, **self.settings.kit_options())
         self.state_space_ = model.numeric(best.parameters)
+        self.best_output_ = simulate(
+            best.structure,
+            data.u,
+            data.dt,
+            best.parameters,
+            y0=float(data.y[0]),
+            **self.settings.kit_options(),
+        )
 
     def summary(self) -> str:
         return (f"best {self.best_codes_} {self.best_structure_}: fitness {self.best_fitness_:.4g}, "
