@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 from prefect import flow
 
+from flows.artifacts import publish_result
 from flows.drive_settings import DrivePreset, DriveSearch
 from flows.progress import Progress
 from flows.runners import RunnerKind, run_flow
@@ -29,7 +30,9 @@ def drive_structure_search(study: DriveSearch | None = None) -> DriveResult:
     recorder = DriveRecorder(study.experiment)
     with recorder.session(study.model_dump(mode="json")) as run_id:
         result = _run(study, recorder)
-    return DriveResult(**result, run_id=run_id, tracking=recorder.tracker.ui_hint())
+    outcome = DriveResult(**result, run_id=run_id, tracking=recorder.tracker.ui_hint())
+    publish_result(outcome, "drive-result", "best structure and parameters")
+    return outcome
 
 
 def checkpoint_dir(data_hash: str, study: DriveSearch) -> Path:

@@ -10,6 +10,7 @@ import numpy as np
 from prefect import flow
 from prefect.futures import as_completed
 
+from flows.artifacts import publish_result
 from flows.press_settings import PressStudy
 from flows.progress import Progress
 from flows.runners import RunnerKind, run_flow
@@ -25,7 +26,9 @@ def press_uncertainty(study: PressStudy | None = None) -> PressResult:
     recorder = PressRecorder(study.experiment)
     with recorder.session(study.model_dump(mode="json")) as parent:
         result = _run(study, recorder)
-    return PressResult(**result, parent_run_id=parent, tracking=recorder.tracker.ui_hint())
+    outcome = PressResult(**result, parent_run_id=parent, tracking=recorder.tracker.ui_hint())
+    publish_result(outcome, "press-result", "verdict per candidate model")
+    return outcome
 
 
 class _Steps:

@@ -1,0 +1,75 @@
+"""A flow run's answer on its Prefect run page: the typed result as a Markdown artifact."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tasks.study_results import DriveResult, ModelVerdict, PressResult, cell
+
+HOSTILE = "M|1 <img src=x onerror=alert(1)> [link](http://evil) **bold**\n# heading"
+
+
+def _press(model: str = "M3") -> PressResult:
+    verdict = ModelVerdict(model, "passes", False, 0, 1, False, 0.31, 0.001,
+                           {"k5": 120.0}, {"k5": 0.5}, "run-1")  # fmt: skip
+    return PressResult("a" * 64, ["D_vertical"], {}, {}, (verdict,), ("low power",), {},
+                       "parent-1", "mlflow ui")  # fmt: skip
+
+
+def test_markdown_escapes_names_from_files_and_users() -> None:
+    text = _press(HOSTILE).markdown()
+    row = next(line for line in text.splitlines() if "passes" in line)
+    assert row.count(" | ") == 7  # 8 cells: the pipe in the name did not add a column
+    assert not re.search(r"(?<!\\)[<>\[\]*|]", row.split(" | passes")[0][2:].replace(r"\|", ""))
+    assert "\n# heading" not in text  # the line break is gone: no heading from a name
+    assert cell(HOSTILE).startswith(r"M\|1 \<img")
+
+
+def test_json_of_the_results_keeps_its_keys() -> None:
+    press = _press().to_dict()
+    assert set(press) == {"data_hash", "sensors", "design", "normality", "verdicts", "warnings",
+                          "cache", "parent_run_id", "tracking"}  # fmt: skip
+    assert set(press["verdicts"][0]) == {"model", "verdict", "rejected", "n_rejections",
+                                         "n_failed", "inconclusive", "min_alpha", "threshold",
+                                         "parameters", "standard_errors", "run_id"}  # fmt: skip
+    drive = DriveResult(["one_mass"], [1], {"J1": 1.0}, 2.0, 0.5, 3, "r", "h", "s", None,
+                        "reference", "ui", ({"generation": 0},))  # fmt: skip
+    assert set(drive.to_dict()) == {"best_structure", "best_codes", "parameters", "rss",
+                                    "fitness", "generations", "run_id", "data_hash", "source",
+                                    "resumed_from", "preset"}  # fmt: skip
+
+
+@pytest.fixture
+def private_prefect(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
+    from prefect.settings import PREFECT_HOME, temporary_settings
+
+    monkeypatch.setenv("GREYLAB_HOME", str(tmp_path / "greylab"))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    with temporary_settings(updates={PREFECT_HOME: tmp_path / "prefect"}):
+        yield
+
+
+def test_press_flow_run_publishes_its_verdict_table(private_prefect: None) -> None:
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    from flows.press_flow import PressStudy, run_press_study
+
+    result = run_press_study(PressStudy(models=["M3"], n_tests=4, batch_size=4, cache=False))
+
+    async def latest() -> Any:
+        async with get_client() as client:
+            found = await client.read_latest_artifacts(
+                artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["press-result"]))
+            )
+            return found[0]
+
+    artifact = asyncio.run(latest())
+    assert artifact.type == "markdown"
+    assert artifact.data == result.markdown()
+    assert "| M3 | passes |" in artifact.data and result.parent_run_id in artifact.data
