@@ -51,7 +51,7 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
         "seed": study.reference_seed,
     }
     loaded = drive_tasks.load_recording(study.data, reference, study.emps_decimate)
-    recorder.lineage(loaded["path"], loaded["source"])
+    recorder.lineage(loaded["path"], loaded["source"], digest=loaded["hash"])
 
     checkpoint = checkpoint_dir(loaded["hash"], study)
     progress = Progress("generations", study.generations, key="drive-generations")

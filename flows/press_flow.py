@@ -63,7 +63,7 @@ def _run(study: PressStudy, recorder: PressRecorder) -> dict[str, Any]:
     twin = None if study.data else {"truth": study.twin_truth.value, "seed": study.twin_seed}
     loaded = press_tasks.load_measurements(study.data, study.sensor_sheet, twin)
     sigma = loaded["sigma"]
-    recorder.lineage(loaded["path"], loaded["source"])
+    recorder.lineage(loaded["path"], loaded["source"], digest=loaded["hash"])
     steps = _Steps(study.cache)
     path = steps.corrected_table(loaded["path"])
     report = steps.call("normality", steps.normality, path)
