@@ -161,30 +161,27 @@ class DriveTrainKit:
                         bounds=self.bounds)  # fmt: skip
 
 
-def assemble(
-    structure: Iterable[Submodel | str | int] | str,
-    *,
-    f_tanh: float = DEFAULT_F_TANH,
-    nominals: Mapping[str, float] | None = None,
-    bounds: Mapping[str, tuple[float, float]] | None = None,
-) -> StateSpace:
-    """Assemble a valid structure into a :class:`StateSpace` (see module docstring)."""
-    kinds = parse_structure(structure)
-    if not f_tanh > 0:
-        raise InputError(f"f_tanh must be > 0, got {f_tanh!r}")
+def _parameter_symbols(
+    kinds: tuple[Submodel, ...],
+    nominals: Mapping[str, float] | None,
+    bounds: Mapping[str, tuple[float, float]] | None,
+) -> tuple[list[ParameterSpec], dict[str, ca.SX]]:
+    """The parameter specs of the submodels in order, and one SX symbol per parameter name."""
     specs: list[ParameterSpec] = []
     sym: dict[str, ca.SX] = {}
     for kind in kinds:
         for spec in parameter_specs(kind, nominals, bounds):
             specs.append(spec)
             sym[spec.name] = ca.SX.sym(spec.name)
-    (multi,) = [k for k in kinds if k in MULTI_MASS]
-    n = multi.n_masses
+    return specs, sym
 
-    # 1. multi-mass ladder: M q'' + Dm q' + K q = tau (tau: one torque per inertia)
+
+def _multi_mass(n: int, sym: Mapping[str, ca.SX]) -> tuple[list[ca.SX], list[ca.SX], ca.SX, ca.SX]:
+    """Step 1, the multi-mass ladder ``M q'' + Dm q' + K q = tau`` (tau: one torque per
+    inertia): positions ``q``, velocities ``dq``, ``A`` (2N x 2N) and the torque input matrix
+    ``BZ`` (2N x N)."""
     q = [ca.SX.sym(f"q{i}") for i in range(1, n + 1)]
     dq = [ca.SX.sym(f"dq{i}") for i in range(1, n + 1)]
-    x_list, names = q + dq, [f"q{i}" for i in range(1, n + 1)] + [f"dq{i}" for i in range(1, n + 1)]
     K, Dm = ca.SX.zeros(n, n), ca.SX.zeros(n, n)
     for i in range(n - 1):
         for mat, coef in ((K, sym[f"c{i + 1}"]), (Dm, sym[f"d{i + 1}"])):
@@ -198,19 +195,75 @@ def assemble(
         ca.horzcat(-ca.mtimes(Minv, K), -ca.mtimes(Minv, Dm)),
     )
     BZ = ca.vertcat(ca.SX.zeros(n, n), Minv)  # 2N x N, torque inputs per inertia
-    f = ca.SX.zeros(2 * n, 1)
-    dq1 = dq[0]
+    return q, dq, A, BZ
 
-    # 2. friction at inertia 1: M_F = -f_v dq1 - tanh(f_tanh dq1) (M_C + M_S exp(-|dq1|/dq0))
-    if Submodel.VISCOUS in kinds:  # linear: into A
-        A[:, n] += BZ[:, 0] * (-sym["f_v"])
+
+def _coulomb_stribeck(
+    kinds: tuple[Submodel, ...], sym: Mapping[str, ca.SX], dq1: ca.SX, f_tanh: float
+) -> ca.SX | None:
+    """Step 2, the nonlinear friction torque at inertia 1,
+    ``-tanh(f_tanh dq1) (M_C + M_S exp(-|dq1|/dq0))`` with the parts present (None if
+    neither Coulomb nor Stribeck friction is)."""
+    if Submodel.COULOMB not in kinds and Submodel.STRIBECK not in kinds:
+        return None
     sticky = ca.SX(0)
     if Submodel.COULOMB in kinds:
         sticky += sym["M_C"]
     if Submodel.STRIBECK in kinds:
         sticky += sym["M_S"] * ca.exp(-ca.fabs(dq1) / sym["dq0"])
-    if Submodel.COULOMB in kinds or Submodel.STRIBECK in kinds:
-        f += BZ[:, 0] * (-ca.tanh(f_tanh * dq1) * sticky)
+    return -ca.tanh(f_tanh * dq1) * sticky
+
+
+def _add_backlash(
+    A: ca.SX, f: ca.SX, q: list[ca.SX], dq: list[ca.SX], sym: Mapping[str, ca.SX]
+) -> tuple[ca.SX, ca.SX, ca.SX]:
+    """Step 4, backlash between inertias 1 and 2: ``A`` and ``f`` extended by the gap state
+    ``lambda`` (last row and column), and ``lambda``."""
+    n = len(q)
+    lam = ca.SX.sym("lambda")
+    i1, i2, il = n, n + 1, 2 * n  # rows of dq1, dq2; column of lambda
+    A = ca.blockcat([[A, ca.SX.zeros(2 * n, 1)], [ca.SX.zeros(1, 2 * n + 1)]])
+    f = ca.vertcat(f, 0)
+    A[i1, il] = A[i1, 1]  # spring feedback through lambda: reads the stiffness entries
+    A[i2, il] = -A[i2, 0]
+    c, d, alpha = sym["c1"], sym["d1"], sym["alpha"]
+    delta, ddelta = q[0] - q[1], dq[0] - dq[1]
+    raw = ddelta + c / d * (delta - lam)
+    f_lam = ca.if_else(
+        lam >= 0, ca.fmin(0, raw), ca.if_else(lam <= -2 * alpha, ca.fmax(0, raw), raw)
+    )
+    f[il] += f_lam
+    f[i1] += A[i1, n + 1] * f_lam  # damping feedback (d/J1) f_lambda
+    f[i2] += -A[i2, n] * f_lam
+    return A, f, lam
+
+
+def assemble(
+    structure: Iterable[Submodel | str | int] | str,
+    *,
+    f_tanh: float = DEFAULT_F_TANH,
+    nominals: Mapping[str, float] | None = None,
+    bounds: Mapping[str, tuple[float, float]] | None = None,
+) -> StateSpace:
+    """Assemble a valid structure into a :class:`StateSpace` (see module docstring)."""
+    kinds = parse_structure(structure)
+    if not f_tanh > 0:
+        raise InputError(f"f_tanh must be > 0, got {f_tanh!r}")
+    specs, sym = _parameter_symbols(kinds, nominals, bounds)
+    (multi,) = [k for k in kinds if k in MULTI_MASS]
+    n = multi.n_masses
+
+    # 1. multi-mass ladder: M q'' + Dm q' + K q = tau (tau: one torque per inertia)
+    q, dq, A, BZ = _multi_mass(n, sym)
+    x_list, names = q + dq, [f"q{i}" for i in range(1, n + 1)] + [f"dq{i}" for i in range(1, n + 1)]
+    f = ca.SX.zeros(2 * n, 1)
+
+    # 2. friction at inertia 1: M_F = -f_v dq1 - tanh(f_tanh dq1) (M_C + M_S exp(-|dq1|/dq0))
+    if Submodel.VISCOUS in kinds:  # linear: into A
+        A[:, n] += BZ[:, 0] * (-sym["f_v"])
+    sticky = _coulomb_stribeck(kinds, sym, dq[0], f_tanh)
+    if sticky is not None:
+        f += BZ[:, 0] * sticky
 
     # 3. gravity: constant torque at inertia 1
     if Submodel.GRAVITY in kinds:
@@ -218,23 +271,9 @@ def assemble(
 
     # 4. backlash between inertias 1 and 2 (seed eqs. 3-5, steps 1-5 of the paper)
     if Submodel.BACKLASH in kinds:
-        lam = ca.SX.sym("lambda")
-        i1, i2, il = n, n + 1, 2 * n  # rows of dq1, dq2; column of lambda
-        A = ca.blockcat([[A, ca.SX.zeros(2 * n, 1)], [ca.SX.zeros(1, 2 * n + 1)]])
-        f = ca.vertcat(f, 0)
+        A, f, lam = _add_backlash(A, f, q, dq, sym)
         x_list.append(lam)
         names.append("lambda")
-        A[i1, il] = A[i1, 1]  # spring feedback through lambda: reads the stiffness entries
-        A[i2, il] = -A[i2, 0]
-        c, d, alpha = sym["c1"], sym["d1"], sym["alpha"]
-        delta, ddelta = q[0] - q[1], dq[0] - dq[1]
-        raw = ddelta + c / d * (delta - lam)
-        f_lam = ca.if_else(
-            lam >= 0, ca.fmin(0, raw), ca.if_else(lam <= -2 * alpha, ca.fmax(0, raw), raw)
-        )
-        f[il] += f_lam
-        f[i1] += A[i1, n + 1] * f_lam  # damping feedback (d/J1) f_lambda
-        f[i2] += -A[i2, n] * f_lam
 
     # 5. I/O selection: actuator and sensor (velocity) at inertia 1
     nx = A.size1()

@@ -147,6 +147,45 @@ def level_flight_trim(p: dict, V: float) -> dict[str, float]:
     return {"alpha": a, "T": D / math.cos(a), "delta_e": de, "lift": L, "drag": D, "weight": W}
 
 
+def _s_turn_demand(V0: float, h0: float, bank: float) -> dict:
+    """The default demand: from trimmed level flight at ``V0`` and altitude ``h0``, accelerate
+    to ``V0 + 4`` m/s, move 40 m to the right and climb 20 m, banking to ``bank`` into the
+    turn, to ``-bank`` and back to wings level, over 20 s (smooth steps of degree 9)."""
+    deg = 9
+    return {
+        "t_end": 20.0,
+        "outputs": {
+            "x": {
+                "type": "velocity_step",
+                "v_start": V0,
+                "v_end": V0 + 4.0,
+                "t0": 2.0,
+                "t1": 16.0,
+                "degree": deg,
+            },
+            "y": {"type": "step", "start": 0.0, "end": 40.0, "t0": 3.0, "t1": 17.0, "degree": deg},
+            "h": {
+                "type": "step",
+                "start": h0,
+                "end": h0 + 20.0,
+                "t0": 3.0,
+                "t1": 17.0,
+                "degree": deg,
+            },
+            "phi": {
+                "type": "steps",
+                "start": 0.0,
+                "degree": deg,
+                "moves": [
+                    {"to": bank, "t0": 3.0, "t1": 7.0},
+                    {"to": -bank, "t0": 8.5, "t1": 11.5},
+                    {"to": 0.0, "t0": 13.0, "t1": 17.0},
+                ],
+            },
+        },
+    }
+
+
 def _build(name, description, params, p) -> System:
     V0, h0 = p["V0"], p["h0"]
     trim = level_flight_trim(p, V0)
@@ -196,41 +235,7 @@ def _build(name, description, params, p) -> System:
     pb.set_outputs(ca.vertcat(q[0], q[1], -q[2], phi), ["x", "y", "h", "phi"])
     pb.setup()
 
-    deg = 9
-    bank = p["bank"]
-    demand = {
-        "t_end": 20.0,
-        "outputs": {
-            "x": {
-                "type": "velocity_step",
-                "v_start": V0,
-                "v_end": V0 + 4.0,
-                "t0": 2.0,
-                "t1": 16.0,
-                "degree": deg,
-            },
-            "y": {"type": "step", "start": 0.0, "end": 40.0, "t0": 3.0, "t1": 17.0, "degree": deg},
-            "h": {
-                "type": "step",
-                "start": h0,
-                "end": h0 + 20.0,
-                "t0": 3.0,
-                "t1": 17.0,
-                "degree": deg,
-            },
-            "phi": {
-                "type": "steps",
-                "start": 0.0,
-                "degree": deg,
-                "moves": [
-                    {"to": bank, "t0": 3.0, "t1": 7.0},
-                    {"to": -bank, "t0": 8.5, "t1": 11.5},
-                    {"to": 0.0, "t0": 13.0, "t1": 17.0},
-                ],
-            },
-        },
-    }
-    return System(name, description, params, pb, demand)
+    return System(name, description, params, pb, _s_turn_demand(V0, h0, p["bank"]))
 
 
 _DEG = math.pi / 180

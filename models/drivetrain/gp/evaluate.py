@@ -42,8 +42,8 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
-from models.drivetrain.gp.settings import GPSettings
-from models.drivetrain.simulate import get_simulator
+from models.drivetrain.gp.settings import GPSettings, IdentificationSettings
+from models.drivetrain.simulate import CompiledSimulator, get_simulator
 from models.drivetrain.submodels import canonical
 
 
@@ -167,6 +167,132 @@ def identify(
         return _identify(spec, data, settings, seed)
 
 
+class _Objective:
+    """The least-squares problem of one identification in box-normalised coordinates ``z``.
+
+    ``residual``/``jacobian``: the (pre-filtered) velocity error over the identification part
+    of the record, with the weighted position error appended when ``position_weight > 0``,
+    divided by ``scale``; non-finite entries are replaced. Counts simulations (``nfev``), keeps
+    the best point seen (``best_z``, ``best_cost``) and raises :class:`_Budget` once the wall
+    clock since ``t0`` passes the time limit.
+    """
+
+    def __init__(
+        self,
+        sim: CompiledSimulator,
+        data: RecordingArrays,
+        n_fit: int,
+        ident: IdentificationSettings,
+        start: np.ndarray,
+        t0: float,
+    ) -> None:
+        specs = sim.model.specs
+        self.sim, self.dt, self.t0, self.time_limit_s = sim, data.dt, t0, ident.time_limit_s
+        self.lower = np.array([s.lower for s in specs])
+        self.width = np.array([s.upper - s.lower for s in specs])
+        self.u, y, self.y0 = data.u[:n_fit], data.y[:n_fit], float(data.y[0])
+        self.filt = lowpass(ident.prefilter_hz, data.dt)
+        self.keep = (lambda a: a) if self.filt is None else self.filt
+        self.yf = self.keep(y)
+        self.scale = float(np.sqrt(np.sum((self.yf - self.yf.mean()) ** 2)) + 1e-300)
+        self.q_all = data.q if ident.position_weight > 0 else None
+        self.q: np.ndarray | None = None
+        self.wq = 0.0
+        if self.q_all is not None:
+            # position residual integral(y_sim) + q[0] - q, weighted to velocity scale
+            q = self.q = self.q_all[:n_fit]
+            self.wq = (
+                ident.position_weight
+                * self.scale
+                / float(np.sqrt(np.sum((q - q.mean()) ** 2)) + 1e-300)
+            )
+        self.nfev = 0
+        self.best_cost = np.inf
+        self.best_z = np.clip((start - self.lower) / self.width, 0, 1)
+
+    def parameters(self, z: np.ndarray) -> np.ndarray:
+        """Parameter vector at the normalised point ``z``."""
+        return self.lower + self.width * z
+
+    def residual(self, z: np.ndarray) -> np.ndarray:
+        ys = self.sim.simulate(self.parameters(z), self.u, self.y0)
+        r = self.keep(ys) - self.yf
+        q = self.q
+        if q is not None:
+            r = np.concatenate([r, self.wq * (integral(ys, self.dt) + q[0] - q)])
+        r = r / self.scale
+        r = np.where(np.isfinite(r), r, 1e3)
+        self._check(z, r)
+        return r
+
+    def jacobian(self, z: np.ndarray) -> np.ndarray:
+        _ysim, jp = self.sim.simulate_with_jacobian(self.parameters(z), self.u, self.y0)
+        self.nfev += 1
+        if self.q is not None:
+            jp = np.vstack([self.keep(jp), self.wq * integral(jp, self.dt)])
+        else:
+            jp = self.keep(jp)
+        jz = jp * self.width / self.scale
+        return np.where(np.isfinite(jz), jz, 0.0)
+
+    def _check(self, z: np.ndarray, r: np.ndarray) -> None:
+        """Count the simulation, keep ``z`` if it is the best so far, enforce the time limit."""
+        self.nfev += 1
+        cost = float(r @ r)
+        if cost < self.best_cost:
+            self.best_cost, self.best_z = cost, z.copy()
+        if time.perf_counter() - self.t0 > self.time_limit_s:
+            raise _Budget
+
+    def held_out_rss(
+        self, full: CompiledSimulator, p: np.ndarray, data: RecordingArrays, n_fit: int
+    ) -> tuple[float, np.ndarray]:
+        """RSS on the held-out tail (from ``n_fit`` on) of the whole record simulated through
+        from the start with ``full`` at ``p``, and the tail's (pre-filtered) output."""
+        filt = self.filt
+        y_all = filt(data.y) if filt else data.y
+        y_sim = full.simulate(p, data.u, self.y0)
+        resid = ((filt(y_sim) if filt and np.all(np.isfinite(y_sim)) else y_sim) - y_all)[n_fit:]
+        if self.q_all is not None:
+            pos = integral(y_sim, data.dt) + self.q_all[0] - self.q_all
+            resid = np.concatenate([resid, self.wq * pos[n_fit:]])
+        rss = float(resid @ resid) if np.all(np.isfinite(resid)) else np.inf
+        return rss, y_all[n_fit:]
+
+
+def _starts(
+    spec: IndividualSpec, ident: IdentificationSettings, z_start: np.ndarray, seed: int
+) -> tuple[list[np.ndarray], int]:
+    """Start points (normalised) and the evaluation budget per start of one identification."""
+    rng = np.random.default_rng(spec_seed(spec, seed))
+    if spec.refine:  # stage 2: one start from the screened parameters, full budget
+        return [z_start], ident.max_nfev
+    # stage 1 (screening) or the only stage
+    n_starts, max_nfev = ident.n_starts, ident.screen_nfev or ident.max_nfev
+    return [z_start] + [rng.uniform(0, 1, z_start.size) for _ in range(n_starts - 1)], max_nfev
+
+
+def _minimise(
+    objective: _Objective, starts: list[np.ndarray], max_nfev: int, ident: IdentificationSettings
+) -> tuple[bool, str]:
+    """Bounded least squares from each start in turn (stopping early at the RSS floor or the
+    time limit); the best point stays in ``objective``. Returns (timed out, last message)."""
+    timed_out, message = False, ""
+    for z0 in starts:
+        if ident.stop_at_floor and objective.best_cost <= FLOOR:
+            break
+        try:
+            res = least_squares(objective.residual, z0, jac=objective.jacobian,
+                                bounds=(0.0, 1.0), method="trf", max_nfev=max_nfev,
+                                ftol=ident.ftol, xtol=ident.xtol, gtol=ident.gtol,
+                                x_scale=1.0)  # fmt: skip
+            message = res.message
+        except _Budget:
+            timed_out, message = True, f"time limit {ident.time_limit_s} s reached"
+            break
+    return timed_out, message
+
+
 def _identify(
     spec: IndividualSpec, data: RecordingArrays, settings: GPSettings, seed: int
 ) -> Evaluation:
@@ -176,84 +302,19 @@ def _identify(
     n_fit = split_index(data.n, settings.test_fraction)
     jit: dict[str, Any] = {"jit": ident.jit, "jit_opt": ident.jit_opt, "jit_after": ident.jit_after}
     sim = get_simulator(spec.structure, n_fit, data.dt, **jit, **kit)
-    specs = sim.model.specs
-    lower = np.array([s.lower for s in specs])
-    width = np.array([s.upper - s.lower for s in specs])
     start = sim.model.values({k: v for k, v in spec.start if k in sim.model.param_names})
-    u, y, y0 = data.u[:n_fit], data.y[:n_fit], float(data.y[0])
-    filt = lowpass(ident.prefilter_hz, data.dt)
-    keep = (lambda a: a) if filt is None else filt
-    yf = keep(y)
-    scale = float(np.sqrt(np.sum((yf - yf.mean()) ** 2)) + 1e-300)
-    q_all = data.q if ident.position_weight > 0 else None
-    use_q = q_all is not None
-    if (
-        q_all is not None
-    ):  # position residual integral(y_sim) + q[0] - q, weighted to velocity scale
-        q = q_all[:n_fit]
-        wq = ident.position_weight * scale / float(np.sqrt(np.sum((q - q.mean()) ** 2)) + 1e-300)
-    counter = {"n": 0}
-    best = {"cost": np.inf, "z": np.clip((start - lower) / width, 0, 1)}
-
-    def check(z: np.ndarray, r: np.ndarray) -> None:
-        counter["n"] += 1
-        cost = float(r @ r)
-        if cost < best["cost"]:
-            best["cost"], best["z"] = cost, z.copy()
-        if time.perf_counter() - t0 > ident.time_limit_s:
-            raise _Budget
-
-    def fun(z: np.ndarray) -> np.ndarray:
-        ys = sim.simulate(lower + width * z, u, y0)
-        r = keep(ys) - yf
-        if use_q:
-            r = np.concatenate([r, wq * (integral(ys, data.dt) + q[0] - q)])
-        r = r / scale
-        r = np.where(np.isfinite(r), r, 1e3)
-        check(z, r)
-        return r
-
-    def jac(z: np.ndarray) -> np.ndarray:
-        _ysim, jp = sim.simulate_with_jacobian(lower + width * z, u, y0)
-        counter["n"] += 1
-        jp = np.vstack([keep(jp), wq * integral(jp, data.dt)]) if use_q else keep(jp)
-        jz = jp * width / scale
-        return np.where(np.isfinite(jz), jz, 0.0)
-
-    rng = np.random.default_rng(spec_seed(spec, seed))
-    if spec.refine:  # stage 2: one start from the screened parameters, full budget
-        starts, max_nfev = [best["z"]], ident.max_nfev
-    else:  # stage 1 (screening) or the only stage
-        n_starts, max_nfev = ident.n_starts, ident.screen_nfev or ident.max_nfev
-        starts = [best["z"]] + [rng.uniform(0, 1, len(specs)) for _ in range(n_starts - 1)]
-    timed_out, message = False, ""
-    for z0 in starts:
-        if ident.stop_at_floor and best["cost"] <= FLOOR:
-            break
-        try:
-            res = least_squares(fun, z0, jac=jac, bounds=(0.0, 1.0), method="trf",
-                                max_nfev=max_nfev, ftol=ident.ftol, xtol=ident.xtol,
-                                gtol=ident.gtol, x_scale=1.0)  # fmt: skip
-            message = res.message
-        except _Budget:
-            timed_out, message = True, f"time limit {ident.time_limit_s} s reached"
-            break
-    p_hat = lower + width * best["z"]
-    rss_train = float(best["cost"]) * scale**2
+    objective = _Objective(sim, data, n_fit, ident, start, t0)
+    starts, max_nfev = _starts(spec, ident, objective.best_z, seed)
+    timed_out, message = _minimise(objective, starts, max_nfev, ident)
+    p_hat = objective.parameters(objective.best_z)
+    rss_train = float(objective.best_cost) * objective.scale**2
     if n_fit < data.n:  # fitness on the held-out tail, simulated through from the start
         full = get_simulator(spec.structure, data.n, data.dt, **jit, **kit)
-        y_all = filt(data.y) if filt else data.y
-        y_sim = full.simulate(p_hat, data.u, y0)
-        resid = ((filt(y_sim) if filt and np.all(np.isfinite(y_sim)) else y_sim) - y_all)[n_fit:]
-        if q_all is not None:
-            pos = integral(y_sim, data.dt) + q_all[0] - q_all
-            resid = np.concatenate([resid, wq * pos[n_fit:]])
-        rss = float(resid @ resid) if np.all(np.isfinite(resid)) else np.inf
-        y_fit = y_all[n_fit:]
+        rss, y_fit = objective.held_out_rss(full, p_hat, data, n_fit)
     else:
-        rss, y_fit = rss_train, yf
+        rss, y_fit = rss_train, objective.yf
     floor = FLOOR * float(np.sum((y_fit - y_fit.mean()) ** 2)) + 1e-300
-    d = len(specs)
+    d = len(sim.model.specs)
     fitness = 1.0 / (max(rss, floor) * (1.0 + settings.k_p * d)) if np.isfinite(rss) else 0.0
     kinds = canonical(spec.structure)
     return Evaluation(
@@ -261,7 +322,7 @@ def _identify(
         codes=tuple(k.code for k in kinds),
         parameters=dict(zip(sim.model.param_names, p_hat.tolist())),
         rss=rss, rss_train=rss_train, fitness=float(fitness), n_params=d,
-        nfev=counter["n"], wall_s=time.perf_counter() - t0, timed_out=timed_out,
+        nfev=objective.nfev, wall_s=time.perf_counter() - t0, timed_out=timed_out,
         message=str(message), refined=spec.refine or not ident.screen_nfev,
     )  # fmt: skip
 
