@@ -2,9 +2,13 @@
 
     greylab inverse list [--json]
     greylab inverse run SYSTEM [--demand FILE.yaml] [--method euler|bdf2|radau] [--dt 1e-3]
-        [--t-end T] [--set name=value ...] [--out FILE.parquet] [--json] [--no-track]
+        [--t-end T] [--set name=value ...] [--no-check] [--experiment NAME]
+        [--out FILE.parquet] [--json] [--no-track]
 
-`run` goes through the `inverse-simulation` flow (tracked in MLflow) unless `--no-track`.
+The options of `run` are the fields of `InverseStudy` (flows/inverse_settings.py, through
+`flows.cli_settings.with_settings`) plus its own: SYSTEM, `--demand`, `--out`, `--track`,
+`--json`. `run` goes through the `inverse-simulation` flow (tracked in MLflow) unless
+`--no-track`.
 Bad input — unknown system or parameter, a demand file that is not YAML or does not fit the
 system, an infeasible or too rough demand, a singular partition, a Newton failure — is an
 `InputError`: one message naming the file/field/time, exit code 2, no traceback.
@@ -12,25 +16,19 @@ system, an infeasible or too rough demand, a singular partition, a Newton failur
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from pydantic import ValidationError
 
-from flows.cli_common import (
-    clip,
-    emit,
-    parse_overrides,
-    progress_bars,
-    quote,
-    safe,
-    stderr,
-    stdout,
-    table,
-    write_table,
-)
+from flows.cli_common import clip, emit, progress_bars, safe, stderr, stdout, table, write_table
+from flows.cli_settings import settings_message, with_settings
+from flows.inverse_settings import InverseStudy
 from methods.errors import InputError
+
+if TYPE_CHECKING:
+    from models.underactuated import System
 
 app = typer.Typer(
     rich_markup_mode="markdown",
@@ -39,7 +37,6 @@ app = typer.Typer(
 )
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
-METHODS = ("euler", "bdf2", "radau")
 
 
 def register(root: typer.Typer) -> None:
@@ -144,101 +141,75 @@ def load_demand_file(path: Path) -> dict[str, Any]:
     return spec
 
 
-def _check(system: str, overrides: dict[str, float], demand: dict | None, source: str,
-           t_end: float | None, dt: float) -> None:  # fmt: skip
-    """Fail fast (before any Prefect server starts), naming the demand file in its errors."""
-    from models.underactuated import get_system
-
-    built = get_system(system, overrides)
-    try:
-        parsed = built.demand(demand)
-    except InputError as exc:
-        raise InputError(f"{source}: {exc}") from None
-    if t_end is None and parsed.t_end is None:
-        raise InputError(f"{source}: no t_end in the demand; give one there or with --t-end")
-    from tasks.limits import inverse_steps
-
-    horizon = t_end if t_end is not None else parsed.t_end
-    if horizon is not None:
-        inverse_steps(parsed.t_start, horizon, dt)
-
-
 @app.command()
+@with_settings(InverseStudy)
 def run(
+    study: InverseStudy,
     system: Annotated[str, typer.Argument(help="System name (see `greylab inverse list`).")],
     demand: Annotated[
         Path | None, typer.Option(help="Demand file (YAML, docs/inverse.md); default demand.")
     ] = None,
-    method: Annotated[str, typer.Option(help="euler, bdf2 or radau.")] = "euler",
-    dt: Annotated[float, typer.Option(help="Step size [s].")] = 1e-3,
-    t_end: Annotated[float | None, typer.Option(help="End time [s]; default the demand's.")] = None,
-    set_: Annotated[
-        list[str] | None,
-        typer.Option("--set", help="Parameter override name=value (repeatable)."),
-    ] = None,
     out: Annotated[
         Path | None, typer.Option(help="Write t_s, coordinates, velocities, controls (.parquet).")
     ] = None,
-    check: Annotated[
-        bool, typer.Option("--check/--no-check", help="Forward check by re-simulation.")
-    ] = True,
     track: Annotated[
         bool, typer.Option("--track/--no-track", help="Run through the flow, tracked in MLflow.")
     ] = True,
-    experiment: Annotated[str, typer.Option(help="MLflow experiment.")] = "inverse-simulation",
     as_json: JsonOpt = False,
 ) -> None:
     """Compute the motion and feedforward controls of SYSTEM for a demand; verify them."""
-    if method not in METHODS:
-        raise InputError(f"--method must be one of {', '.join(METHODS)}, got {quote(method)}")
-    if not dt > 0:
-        raise InputError(f"--dt must be a positive step size in seconds, got {dt:g}")
-    if not dt <= 1.0:
-        raise InputError(f"--dt must be at most 1 s, got {dt:g}")
-    if t_end is not None and not (t_end > 0 and math.isfinite(t_end)):
-        raise InputError(f"--t-end must be positive, got {t_end:g}")
+    from tasks.inverse import check_study
+
     if out is not None and out.suffix.lower() not in {".parquet", ".pq", ".csv"}:
         raise InputError(f"--out {out}: use a .parquet (or .csv) file name")
-    overrides = parse_overrides(set_)
     spec = load_demand_file(demand) if demand is not None else None
-    _check(system, overrides, spec, f"--demand {demand}" if demand else "default demand", t_end, dt)
-
+    study = _for_system(study, system, spec)
+    source = f"--demand {demand}" if demand is not None else "default demand"
+    built = check_study(  # before any Prefect server starts
+        study.systems, study.overrides, study.demand, study.t_end, study.step_sizes(),
+        source=source,
+    )  # fmt: skip
     if track:
-        summary, frame = _run_tracked(
-            system, overrides, spec, method, dt, t_end, check, experiment, as_json
-        )
+        summary, frame = _run_tracked(study, as_json)
     else:
-        summary, frame = _run_untracked(system, overrides, spec, method, dt, t_end, check)
+        summary, frame = _run_untracked(study, built[system])
     if out is not None:
         summary["out"] = str(write_table(frame, out))
     summary["columns"] = list(frame.columns)
     emit(summary, as_json=as_json, human=lambda: print_inverse_result(summary))
 
 
-def _run_untracked(system, overrides, spec, method, dt, t_end, check):
-    from methods.dae import InverseProblemError
-    from tasks.inverse import simulate
+def _for_system(study: InverseStudy, system: str, demand: dict[str, Any] | None) -> InverseStudy:
+    """The settings of the options with the SYSTEM argument and the demand file's content
+    (validated again: the demand may give the horizon that the step limit needs)."""
+    try:
+        return InverseStudy.model_validate(
+            {**study.model_dump(), "systems": [system], "demand": demand}
+        )
+    except ValidationError as exc:
+        raise InputError(settings_message(exc, InverseStudy)) from None
 
-    outcome = simulate.fn(system, overrides, spec, method, dt, t_end, check, store=False)
+
+def _run_untracked(study: InverseStudy, built: System) -> tuple[dict[str, Any], Any]:
+    """One simulation in this process, nothing recorded; the system checked is the one solved."""
+    from methods.dae import InverseProblemError
+    from tasks.inverse import overrides_for, solve_system
+
+    applied = overrides_for(built.name, study.overrides, study.systems)
+    outcome = solve_system(
+        built, study.demand, study.method, study.dt, study.t_end, study.forward_check,
+        overrides=applied, store=False,
+    )  # fmt: skip
     if outcome.result is None:
         raise InverseProblemError(f"{outcome.label}: {outcome.error}", time=outcome.error_time)
     return outcome.to_dict(), outcome.result.table
 
 
-def _run_tracked(system, overrides, spec, method, dt, t_end, check, experiment, as_json):
+def _run_tracked(study: InverseStudy, as_json: bool) -> tuple[dict[str, Any], Any]:
     import pandas as pd
-    from pydantic import ValidationError
 
-    from flows.inverse_flow import InverseStudy, run_inverse_study
+    from flows.inverse_flow import run_inverse_study
 
-    try:
-        study = InverseStudy(
-            systems=[system], method=method, dt=dt, t_end=t_end, overrides=overrides,
-            demand=spec, forward_check=check, experiment=experiment,
-        )  # fmt: skip
-    except ValidationError as exc:
-        parts = [f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
-        raise InputError("invalid settings: " + "; ".join(parts)) from None
     with progress_bars(enabled=not as_json):
         result = run_inverse_study(study)
     summary = dict(result["runs"][0])

@@ -10,6 +10,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from flows.cli_common import emit, progress_bars, split_list, stderr, stdout, table
+from flows.cli_settings import with_settings
+from flows.ingest_settings import IngestSettings
 
 
 def register(app: typer.Typer) -> None:
@@ -19,26 +21,16 @@ def register(app: typer.Typer) -> None:
     app.command()(ingest)
 
 
+@with_settings(IngestSettings)
 def ingest(
+    settings: IngestSettings,
     inbox: Annotated[
-        Path | None, typer.Option(help="Inbox folder; default GREYLAB_INBOX or <data root>/inbox.")
+        Path | None,
+        typer.Option(help="Inbox folder; default GREYLAB_INBOX or `<data root>/inbox`."),
     ] = None,
     data_root: Annotated[
         Path | None, typer.Option(help="Dataset root; default GREYLAB_DATA_ROOT.")
     ] = None,
-    dry_run: Annotated[
-        bool, typer.Option(help="Validate and report; move and write nothing.")
-    ] = False,
-    trigger_studies: Annotated[
-        bool, typer.Option(help="Run the press study for campaigns that received new data.")
-    ] = False,
-    settle_seconds: Annotated[
-        float,
-        typer.Option(
-            min=0, max=3600, help="Take a file once unchanged this long (0: the file is complete)."
-        ),
-    ] = 5.0,
-    campaign: Annotated[str | None, typer.Option(help="Only files of this campaign.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
 ) -> None:
     """Ingest new lab files from the inbox: validate, append to the Parquet dataset, archive,
@@ -48,16 +40,8 @@ def ingest(
     stored and what was not tracked)."""
     from flows.ingest_flow import run_ingest
 
-    result = run_ingest(
-        {
-            "dry_run": dry_run,
-            "trigger_studies": trigger_studies,
-            "settle_seconds": settle_seconds,
-            "campaign": campaign,
-        },
-        inbox=inbox,
-        data_root=data_root,
-    )
+    # the folders are the CLI user's own (this process), never settings of the flow
+    result = run_ingest(settings, inbox=inbox, data_root=data_root)
     emit(result, as_json=as_json, human=lambda: print_ingest_result(result))
     if (result.get("tracking") or {}).get("error"):
         if as_json:

@@ -156,7 +156,7 @@ def settings_message(exc: ValidationError, model: type[BaseModel] | None = None)
         head = str(error["loc"][0]) if error["loc"] else ""
         if head in fields:
             loc = option_name(head, fields[head]) + loc[len(head) :]
-        parts.append(f"{loc}: {error['msg']}")
+        parts.append(f"{loc}: {error['msg']}" if loc else error["msg"])  # loc: whole model
     return "invalid settings: " + "; ".join(parts)
 
 

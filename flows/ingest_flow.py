@@ -3,6 +3,7 @@ one MLflow run per ingestion; optionally the press study for campaigns with new 
 
 Rules (study by columns, campaign by file name, layout, crash safety): the `ingestion` package.
 Entry point for deployments: `flows/ingest_flow.py:ingest_lab_data`; for the CLI: `run_ingest`.
+Settings: `IngestSettings` (flows/ingest_settings.py).
 """
 
 from __future__ import annotations
@@ -12,48 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from prefect import flow
-from pydantic import BaseModel, ConfigDict, Field
 
+from flows.ingest_settings import IngestSettings
 from methods.errors import InputError
 from tasks import ingest as ingest_tasks
 from tasks.settings import load_settings
 
-CAMPAIGN_PATTERN = r"^[a-z0-9-]{1,64}$"
-
-
-class IngestSettings(BaseModel):
-    """Settings of one ingestion run (the form in the Prefect UI).
-
-    No folder is a parameter: the inbox and the data root come from the worker's
-    configuration (`GREYLAB_INBOX`, `GREYLAB_DATA_ROOT`); a dashboard run may only pick a
-    campaign (a name) of the files there.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    campaign: str | None = Field(
-        None, pattern=CAMPAIGN_PATTERN, description="Only files of this campaign; empty = all"
-    )
-    dry_run: bool = Field(False, description="Report what would happen; write and move nothing")
-    trigger_studies: bool = Field(
-        False, description="Run the press study for each press campaign that got new data"
-    )
-    settle_seconds: float = Field(
-        60.0,
-        ge=0,
-        le=3600,
-        description="A file is taken once unchanged for this long (uploads in progress wait)",
-    )
-    track: bool = Field(True, description="Log the run to MLflow (counts, hashes, rejects)")
-    experiment: str = Field(
-        "ingest-lab-data", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$",
-        description="MLflow experiment of the runs",
-    )  # fmt: skip
-
-    def folders(self) -> tuple[Path, Path]:
-        """(inbox, data_root) from the worker's configuration."""
-        settings = load_settings()
-        return settings.inbox, settings.data_root
+__all__ = ["IngestSettings", "ingest_lab_data", "run_ingest", "track_report"]
 
 
 @flow(name="ingest-lab-data", log_prints=True)

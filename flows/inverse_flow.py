@@ -1,7 +1,8 @@
 """Flow `inverse-simulation`: feedforward controls of underactuated systems in partly
 specified motion (docs/methods.md §3), several systems x step sizes in parallel, all tracked.
 
-check settings (names, parameters, demand) -> one task per system x step size (solve, forward
+check settings (names, parameters, demand, horizon; `tasks.inverse.check_study`; the settings
+model is `flows/inverse_settings.py`) -> one task per system x step size (solve, forward
 check, error vs exact) -> one MLflow child run per simulation under a parent run -> summary.
 A failed simulation (infeasible demand, singular partition, Newton failure) is recorded as a
 FAILED child run with its message and time; by default the flow then raises an `InputError`
@@ -10,102 +11,29 @@ naming every failure (after the others are recorded), so the Prefect run shows F
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any
 
 from prefect import flow
 from prefect.futures import as_completed
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from flows.inverse_settings import InverseStudy
 from flows.progress import Progress
 from flows.runners import RunnerKind, run_flow
 from methods.dae import InverseProblemError
 from methods.errors import InputError
 from tasks import inverse as inverse_tasks
-from tasks import limits
 from tasks.inverse_records import InverseRecorder
-from tasks.tracking import validate_experiment_name
 
-
-class Method(StrEnum):
-    euler = "euler"
-    bdf2 = "bdf2"
-    radau = "radau"
-
-
-class InverseStudy(BaseModel):
-    """Settings of one inverse simulation study (the form in the Prefect UI)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    systems: list[str] = Field(
-        default_factory=lambda: ["planar_crane"],
-        min_length=1,
-        description="Systems (see `greylab inverse list`), simulated in parallel",
-    )
-    method: Method = Field(Method.euler, description="euler (the paper), bdf2 or radau")
-    dt: float = Field(1e-3, gt=0, le=1.0, description="Step size [s]")
-    dts: list[float] | None = Field(
-        None, description="Several step sizes [s], each simulated in parallel; replaces dt"
-    )
-    t_end: float | None = Field(None, gt=0, description="End time [s]; empty = the demand's")
-    overrides: dict[str, float] = Field(
-        default_factory=dict,
-        description="Parameter overrides: name (every system) or system.name (one system)",
-    )
-    demand: dict[str, Any] | None = Field(
-        None, description="Demand (docs/inverse.md format); empty = each system's default"
-    )
-    forward_check: bool = Field(True, description="Re-simulate with the computed controls")
-    raise_on_failure: bool = Field(
-        True, description="Fail the flow run (after recording) when any simulation failed"
-    )
-    experiment: str = "inverse-simulation"
-
-    @field_validator("experiment")
-    @classmethod
-    def _experiment(cls, value: str) -> str:
-        return validate_experiment_name(value)
-
-    @model_validator(mode="after")
-    def _limits(self) -> InverseStudy:
-        """Steps per simulation ((t_end - t_start) / dt, horizon from t_end or the demand)
-        and simulations per study within the machine's limits (`tasks.limits`)."""
-        sizes = self.step_sizes()
-        limits.check(
-            f"simulations (systems x step sizes = {len(self.systems)} x {len(sizes)})",
-            len(self.systems) * len(sizes),
-            "GREYLAB_MAX_INVERSE_RUNS",
-        )
-        horizon = self.horizon()
-        if horizon is not None:
-            limits.inverse_steps(horizon[0], horizon[1], min(sizes))
-        return self
-
-    def horizon(self) -> tuple[float, float] | None:
-        """(t_start, t_end) as far as the settings give it (None: the systems' defaults)."""
-        demand = self.demand or {}
-        t_start = demand.get("t_start", 0.0)
-        t_end = self.t_end if self.t_end is not None else demand.get("t_end")
-        if not all(
-            isinstance(v, int | float) and not isinstance(v, bool) for v in (t_start, t_end)
-        ):
-            return None
-        return float(t_start), float(t_end)  # type: ignore[arg-type]
-
-    def step_sizes(self) -> list[float]:
-        sizes = self.dts or [self.dt]
-        bad = [h for h in sizes if not 0 < h <= 1.0]
-        if bad:
-            raise InputError(f"dts: step sizes must be in (0, 1] s, got {bad}")
-        return list(dict.fromkeys(float(h) for h in sizes))
+__all__ = ["InverseStudy", "inverse_simulation", "run_inverse_study"]
 
 
 @flow(name="inverse-simulation", log_prints=True)
 def inverse_simulation(study: InverseStudy | None = None) -> dict[str, Any]:
     """Run every system x step size of `study`; returns plain JSON (see `_run`)."""
     study = study or InverseStudy()
-    inverse_tasks.check_study(study.systems, study.overrides, study.demand, study.t_end)
+    inverse_tasks.check_study(
+        study.systems, study.overrides, study.demand, study.t_end, study.step_sizes()
+    )
     recorder = InverseRecorder(study.experiment)
     with recorder.session(study.model_dump(mode="json")) as parent:
         result = _run(study, recorder)

@@ -3,8 +3,10 @@
 Inputs are small and picklable (system name, parameter overrides, the demand as a plain dict,
 method, step size), so the same task runs in threads, processes or on Dask workers. One task
 builds its own system (CasADi problems cache compiled schemes on themselves, so they are not
-shared between threads), solves, checks by forward simulation and compares with the exact
-(flat) solution where one exists.
+shared between threads), then `solve_system` (plain Python, also what `greylab inverse run
+--no-track` calls) solves, checks by forward simulation and compares with the exact (flat)
+solution where one exists. `check_study` is the one input check of a study (command line and
+flow): systems, parameters, the demand against each system, horizon and step limit.
 
 Failures: a diverged Newton iteration, a singular partition, an infeasible or too rough demand
 are properties of the input, not transient faults — the task is not retried and does not
@@ -24,11 +26,12 @@ from typing import Any
 import numpy as np
 from prefect import task
 
-from methods.dae import InverseResult, forward_check, solve_inverse
+from methods.dae import Demand, InverseResult, forward_check, solve_inverse
 from methods.dae.forward import ForwardCheck
 from methods.errors import InputError
 from models.underactuated import System, exact_solution, get_system
 from schemas.storage import store_table
+from tasks import limits
 from tasks.settings import load_settings
 
 __all__ = [
@@ -36,6 +39,7 @@ __all__ = [
     "check_study",
     "overrides_for",
     "simulate",
+    "solve_system",
 ]
 
 
@@ -114,7 +118,7 @@ class InverseOutcome:
         return out
 
 
-# -- checks shared by the flow and the command line (no numerics: names, files, parameters) --
+# -- the one check of a study, shared by the command line and the flow (before any computing) --
 def overrides_for(system: str, overrides: Mapping[str, float], systems: Sequence[str]) -> dict:
     """The overrides that apply to `system`.
 
@@ -145,65 +149,69 @@ def check_study(
     overrides: Mapping[str, float],
     demand: Mapping[str, Any] | None,
     t_end: float | None,
-) -> dict[str, dict[str, Any]]:
-    """Fail fast on unknown systems/parameters and demands that do not fit a system.
+    step_sizes: Sequence[float] = (),
+    *,
+    source: str | None = None,
+) -> dict[str, System]:
+    """Fail fast on unknown systems/parameters, demands that do not fit a system, a missing
+    horizon and more steps than `GREYLAB_MAX_INVERSE_STEPS` (horizon from `t_end` or the
+    demand, the system's default demand included; the smallest of `step_sizes`).
 
-    Raises `InputError` naming the system, parameter or demand field; returns
-    `{system: System.to_dict()}` for the selected systems.
+    Raises `InputError` naming the system, parameter or demand field; demand errors start with
+    `source` (e.g. the demand file) or the system's name. Returns the built systems by name.
     """
     if not systems:
         raise InputError("systems: select at least one system")
     dupes = sorted({s for s in systems if list(systems).count(s) > 1})
     if dupes:
         raise InputError(f"systems: {dupes} selected more than once")
-    info = {}
+    built = {}
     for name in systems:
-        built = _build(name, overrides, systems)
-        parsed = built.demand(demand)  # names checked against the system's outputs
-        if t_end is None and parsed.t_end is None:
-            raise InputError(f"{name}: no horizon: the demand has no t_end; give t_end (--t-end)")
-        info[name] = built.to_dict()
-    return info
+        built[name] = _build(name, overrides, systems)
+        where = source or name
+        try:
+            parsed = built[name].demand(demand)  # names checked against the system's outputs
+        except InputError as exc:
+            raise InputError(f"{where}: {exc}") from None
+        horizon = t_end if t_end is not None else parsed.t_end
+        if horizon is None:
+            raise InputError(f"{where}: no t_end in the demand; give one there or with --t-end")
+        if step_sizes:
+            limits.inverse_steps(parsed.t_start, horizon, min(step_sizes))
+    return built
 
 
 def _tables_dir() -> Path:
     return load_settings().data_root / "inverse" / "tables"
 
 
-@task(name="inverse-simulation", retries=0)
-def simulate(
-    system: str,
-    overrides: Mapping[str, float],
+def solve_system(
+    built: System,
     demand: Mapping[str, Any] | None,
     method: str,
     dt: float,
     t_end: float | None = None,
     check: bool = True,
-    systems: Sequence[str] | None = None,
+    *,
+    overrides: Mapping[str, float] | None = None,
     store: bool = True,
 ) -> InverseOutcome:
-    """Solve the inverse dynamics of one system at one step size.
+    """Solve the inverse dynamics of a built system at one step size (plain Python: the task
+    `simulate` and `greylab inverse run --no-track` both call it).
 
     `demand`: the documented dict (None = the system's default). `check`: forward check by
-    re-simulation with the computed controls. `systems`: every system of the study (to resolve
-    `system.name` overrides). `store`: write the trajectory table as content-addressed Parquet
-    under `$GREYLAB_DATA_ROOT/inverse/tables` (its path travels instead of the table).
+    re-simulation with the computed controls. `overrides`: the ones applied to `built` (for
+    the record). `store`: write the trajectory table as content-addressed Parquet under
+    `$GREYLAB_DATA_ROOT/inverse/tables` (its path travels instead of the table).
     Never raises for bad input: see the module docstring.
     """
     start = time.perf_counter()
-    sys_list = list(systems or [system])
-    base: dict[str, Any] = {"system": system, "method": str(method), "dt": float(dt)}
-    try:
-        built = _build(system, overrides, sys_list)
-    except InputError as exc:
-        return InverseOutcome(
-            **base, parameters={}, overrides=dict(overrides), system_info={},
-            error=str(exc), error_type=type(exc).__name__,
-        )  # fmt: skip
     ident: dict[str, Any] = {
-        **base,
+        "system": built.name,
+        "method": str(method),
+        "dt": float(dt),
         "parameters": built.params,
-        "overrides": overrides_for(system, overrides, sys_list),
+        "overrides": dict(overrides or {}),
         "system_info": built.to_dict(),
     }
     try:
@@ -213,15 +221,7 @@ def simulate(
             warnings.simplefilter("ignore")
             result = solve_inverse(built.problem, dem, method=method, dt=dt, t_end=t_end)
         forward = forward_check(built, result) if check else None
-        exact = None
-        if built.exact is not None:
-            t = result.table["t_s"].to_numpy()
-            ref = exact_solution(built, dem, t)
-            exact = {
-                c: float(np.max(np.abs(ref[c].to_numpy() - result.table[c].to_numpy())))
-                for c in ref.columns
-                if c != "t_s" and c in result.table
-            }
+        exact = _error_vs_exact(built, dem, result)
     except InputError as exc:
         return InverseOutcome(
             **ident, error=str(exc), error_type=type(exc).__name__,
@@ -236,3 +236,46 @@ def simulate(
         **ident, result=result, forward=forward, error_vs_exact=exact, table_path=path,
         task_time_s=time.perf_counter() - start,
     )  # fmt: skip
+
+
+def _error_vs_exact(built: System, demand: Demand, result: InverseResult) -> dict | None:
+    """`{column: max |exact - computed|}` where the system has an exact solution."""
+    if built.exact is None:
+        return None
+    t = result.table["t_s"].to_numpy()
+    ref = exact_solution(built, demand, t)
+    return {
+        c: float(np.max(np.abs(ref[c].to_numpy() - result.table[c].to_numpy())))
+        for c in ref.columns
+        if c != "t_s" and c in result.table
+    }
+
+
+@task(name="inverse-simulation", retries=0)
+def simulate(
+    system: str,
+    overrides: Mapping[str, float],
+    demand: Mapping[str, Any] | None,
+    method: str,
+    dt: float,
+    t_end: float | None = None,
+    check: bool = True,
+    systems: Sequence[str] | None = None,
+    store: bool = True,
+) -> InverseOutcome:
+    """One simulation of a study: build `system` here (a task's own CasADi problem: compiled
+    schemes are cached on it and not shared between threads or workers), then `solve_system`.
+
+    `systems`: every system of the study (to resolve `system.name` overrides). Never raises
+    for bad input: see the module docstring.
+    """
+    try:
+        applied = overrides_for(system, overrides, list(systems or [system]))
+        built = get_system(system, applied)
+    except InputError as exc:
+        return InverseOutcome(
+            system=system, method=str(method), dt=float(dt), parameters={},
+            overrides=dict(overrides), system_info={}, error=str(exc),
+            error_type=type(exc).__name__,
+        )  # fmt: skip
+    return solve_system(built, demand, method, dt, t_end, check, overrides=applied, store=store)

@@ -144,8 +144,10 @@ def test_bad_demand_file_exits_2_naming_file_and_field(kind: str, tmp_path: Path
         (["inverse", "run", "two_mass", "--set", "mass=2"], "unknown parameter 'mass'"),
         (["inverse", "run", "two_mass", "--set", "m1=-1"], "two_mass.m1: must be a finite"),
         (["inverse", "run", "two_mass", "--set", "m1"], "--set expects name=value"),
-        (["inverse", "run", "two_mass", "--method", "rk4"], "--method must be one of"),
-        (["inverse", "run", "two_mass", "--dt", "0"], "--dt must be a positive"),
+        (["inverse", "run", "two_mass", "--method", "rk4"], "'euler', 'bdf2', 'radau'"),
+        (["inverse", "run", "two_mass", "--dt", "0"], "--dt: Input should be greater than 0"),
+        (["inverse", "run", "two_mass", "--t-end", "-1"], "--t-end: Input should be greater"),
+        (["inverse", "run", "two_mass", "--t-end", "inf"], "--t-end: Input should be a finite"),
         (["inverse", "run", "two_mass", "--demand", "nope.yaml"], "nope.yaml: no such file"),
         (["inverse", "run", "two_mass", "--out", "x.txt"], "use a .parquet"),
     ],
@@ -193,8 +195,8 @@ def test_study_settings_and_per_system_overrides() -> None:
     both = {"planar_crane.m": 6.0, "two_mass.k": 50.0}
     assert overrides_for("planar_crane", both, systems) == {"m": 6.0}
     assert overrides_for("two_mass", both, systems) == {"k": 50.0}
-    info = check_study(systems, both, None, None)
-    assert info["planar_crane"]["parameters"]["m"]["value"] == 6.0
+    built = check_study(systems, both, None, None)
+    assert built["planar_crane"].params["m"] == 6.0 and built["two_mass"].params["k"] == 50.0
     with pytest.raises(InputError, match="'ship' is not one of the selected systems"):
         check_study(systems, {"ship.U0": 1.0}, None, None)
     with pytest.raises(InputError, match="two_mass: unknown parameter 'm'"):
@@ -209,3 +211,60 @@ def test_study_settings_and_per_system_overrides() -> None:
         InverseStudy(system="two_mass")
     with pytest.raises(ValidationError):
         InverseStudy(method="rk4")
+
+
+def test_run_keeps_its_option_names_and_defaults() -> None:
+    # users script against these: the options come from InverseStudy now, names and defaults
+    # stay those of the hand-written command
+    import typer
+    from typer.core import TyperArgument, TyperOption
+
+    from flows.cli import build_app
+
+    command = typer.main.get_command(build_app()).commands["inverse"].commands["run"]  # type: ignore[attr-defined]
+    options = {o.opts[0]: o for o in command.params if isinstance(o, TyperOption)}
+    defaults = {flag: options[flag].default for flag in options}
+    assert defaults == {
+        "--method": "euler", "--dt": 1e-3, "--t-end": None, "--set": None, "--check": True,
+        "--experiment": "inverse-simulation", "--demand": None, "--out": None, "--track": True,
+        "--json": False,
+    }  # fmt: skip
+    assert options["--check"].secondary_opts == ["--no-check"]
+    assert options["--track"].secondary_opts == ["--no-track"]
+    (argument,) = [p for p in command.params if isinstance(p, TyperArgument)]
+    assert argument.name == "system" and argument.required
+
+
+def test_settings_use_the_core_method_enum() -> None:
+    from flows.inverse_settings import InverseStudy
+    from methods.dae import Method
+
+    assert InverseStudy.model_fields["method"].annotation is Method
+    assert InverseStudy(method="radau").method is Method.RADAU
+    assert [m.value for m in Method] == ["euler", "bdf2", "radau"]
+
+
+def test_no_track_checks_and_solves_one_built_system(monkeypatch, capsys) -> None:
+    import tasks.inverse
+
+    built: list[str] = []
+
+    def counting(name, overrides=None):
+        built.append(name)
+        return get_system(name, overrides)
+
+    monkeypatch.setattr(tasks.inverse, "get_system", counting)
+    code, out, err = _run(
+        capsys, "inverse", "run", "two_mass", "--dt", "5e-3", "--method", "BDF2", "--no-check",
+        "--no-track", "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["method"] == "bdf2" and summary["forward_check"] is None
+    assert built == ["two_mass"]  # the check's system is the one solved
+
+
+def test_steps_are_limited_on_the_default_demands_horizon(capsys) -> None:
+    # no t_end here: the horizon is the system's default demand, known only once it is built
+    code, _, err = _run(capsys, "inverse", "run", "two_mass", "--dt", "1e-9", "--no-track")
+    assert code == 2 and "GREYLAB_MAX_INVERSE_STEPS" in err and "Traceback" not in err

@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 
 from flows.cli_settings import Cli, option_name, settings_from_cli, with_settings
 from flows.drive_settings import DriveSearch
+from flows.ingest_settings import IngestSettings
+from flows.inverse_settings import InverseStudy
 from flows.press_settings import PressStudy
 from methods.errors import InputError
 
@@ -96,6 +98,8 @@ def test_an_invalid_value_names_the_option_not_the_field() -> None:
     [
         (["press", "detect"], PressStudy, {"--runner", "--workers", "--json"}),
         (["drive", "identify"], DriveSearch, {"--runner", "--json"}),
+        (["inverse", "run"], InverseStudy, {"--demand", "--out", "--track", "--json"}),
+        (["ingest"], IngestSettings, {"--inbox", "--data-root", "--json"}),
     ],
 )
 def test_study_commands_declare_only_their_own_options(
