@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from models.drivetrain.gp import IndividualSpec, StructureSearch, as_arrays, identify
@@ -39,16 +40,47 @@ def test_emps_parameters_within_10_percent_of_published(emps_fit, name):
     assert emps_fit.parameters[name] == pytest.approx(PUBLISHED[name], rel=0.10)
 
 
+@pytest.fixture(scope="module")
+def idim_ls(emps_data):
+    """Independent oracle: the benchmark's own method (IDIM-LS, inverse dynamic model, linear
+    least squares) on the same record, in numpy: ``u = J1 a + f_v v + M_C tanh(k v) - M_G``
+    with ``a`` the central difference of the velocity and ``k`` the model's tanh gain."""
+    v, u = emps_data.y, emps_data.u
+    regressors = np.column_stack([np.gradient(v, emps_data.dt), v,
+                                  np.tanh(SETTINGS.f_tanh * v), -np.ones_like(v)])  # fmt: skip
+    theta, *_ = np.linalg.lstsq(regressors, u, rcond=None)
+    return dict(zip(("J1", "f_v", "M_C", "M_G"), theta.tolist()))
+
+
 @pytest.mark.slow
-def test_emps_velocity_only_offset_is_off_by_11_percent(emps_data):
-    # documents why the position residual is used: velocity-only output error gives 3.51 N
+@pytest.mark.parametrize("name", ["J1", "f_v", "M_C", "M_G"])
+def test_emps_inverse_model_oracle_reproduces_the_published_values(idim_ls, name):
+    # same method, our 100 Hz decimated record instead of the authors' processing: 3 % covers
+    # the acceleration from differences at 100 Hz (measured J1 +2.3 %, the others < 0.5 %)
+    assert idim_ls[name] == pytest.approx(PUBLISHED[name], rel=0.03)
+
+
+@pytest.mark.slow
+def test_emps_position_residual_pulls_the_offset_towards_the_inverse_model(
+    emps_data, emps_fit, idim_ls
+):
+    # why the position residual is used: velocity-only output error leaves the offset
+    # (gravity M_G = -offset) farther from the inverse-model value than with the position
+    # error, which pins the mean force balance (measured vs the oracle's 3.18 N: 3.51 N
+    # velocity-only, 3.35 N with position)
     spec = IndividualSpec(("one_mass", "coulomb", "viscous", "gravity"),
                           (("J1", 100.0), ("M_C", 20.0), ("f_v", 200.0), ("M_G", 0.0)))  # fmt: skip
     velocity_only = replace(
         SETTINGS, identification=replace(SETTINGS.identification, position_weight=0.0)
     )
     ev = identify(spec, emps_data, velocity_only)
-    assert ev.parameters["M_G"] == pytest.approx(1.11 * PUBLISHED["M_G"], rel=0.02)
+    # the other parameters agree with the oracle within the 10 % accepted between output- and
+    # input-error fits (measured: J1 -3.6 %, f_v -4.9 %, M_C +5.4 %)
+    for name in ("J1", "f_v", "M_C"):
+        assert ev.parameters[name] == pytest.approx(idim_ls[name], rel=0.10), name
+    with_position = emps_fit.parameters["M_G"]
+    assert with_position == pytest.approx(idim_ls["M_G"], rel=0.10)
+    assert abs(with_position - idim_ls["M_G"]) < abs(ev.parameters["M_G"] - idim_ls["M_G"])
 
 
 @pytest.mark.slow

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import replace
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,7 +25,7 @@ from models.drivetrain.gp.operators import (
 )
 from models.drivetrain.gp.settings import GPSettings
 from models.drivetrain.gp.tree import Individual, Node
-from models.drivetrain.submodels import Submodel
+from models.drivetrain.submodels import MULTI_MASS, Submodel
 
 SETTINGS = GPSettings(p_point=0.5, p_insertion=0.5, p_deletion=0.5, p_chromosome=0.5)
 OPERATORS = [point_mutation, insertion_mutation, deletion_mutation, chromosome_mutation, mutate,
@@ -96,13 +99,103 @@ def test_selection_schemes_prefer_the_fittest_but_not_exclusively():
     assert abs(share["rank"] - 0.5) < 0.03 and abs(share["tournament"] - 0.4375) < 0.03
 
 
-@settings(max_examples=100, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1))
-def test_mutate_once_changes_at_most_one_step(seed):
-    rng = np.random.default_rng(seed)
-    ind = random_individual(SETTINGS, rng)
-    child = mutate_once(ind, SETTINGS, rng)
-    _check(child)
+def _branch(nodes: list[Node], i: int) -> set[int]:
+    """Node ``i`` and its descendants (a parent precedes its children)."""
+    out = {i}
+    for j in range(i + 1, len(nodes)):
+        if nodes[j].parent in out:
+            out.add(j)
+    return out
+
+
+def _without(nodes: list[Node], dropped: set[int]) -> tuple[list[Node], dict[int, int]]:
+    """``nodes`` minus ``dropped`` in their order, each kept node under its nearest kept
+    ancestor (the first kept node is the root; a node without kept ancestor hangs under it)."""
+    out: list[Node] = []
+    index: dict[int, int] = {}
+    for j, node in enumerate(nodes):
+        if j in dropped:
+            continue
+        parent = node.parent
+        while parent in dropped:
+            parent = nodes[parent].parent
+        index[j] = len(out)
+        out.append(replace(node, parent=index.get(parent, 0) if out else -1))
+    return out, index
+
+
+def _is_mass(node: Node) -> bool:
+    return Submodel(node.kind) in MULTI_MASS
+
+
+def _fresh(new: list[Node], old: list[Node]) -> bool:
+    """New nodes get freshly drawn parameters: none repeats an old node's kind and values."""
+    return not {(n.kind, n.params) for n in new} & {(n.kind, n.params) for n in old}
+
+
+def _new_branch(new: list[Node], start: int, attach: int) -> bool:
+    """``new`` (appended at ``start``) is one branch under ``attach``; a trailing multi-mass
+    node (``repair``) may hang anywhere."""
+    tree = new[:-1] if _is_mass(new[-1]) and len(new) > 1 else new
+    return tree[0].parent == attach and all(
+        start <= n.parent < start + k for k, n in enumerate(tree[1:], 1)
+    )
+
+
+def _steps(before: Individual, after: Individual) -> set[str]:
+    """The single mutation steps of ``operators.mutate_once`` that turn ``before`` into
+    ``after``: ``point`` (one node's kind redrawn in place, multi-mass for multi-mass, nothing
+    else changed), ``insertion`` (one non-mass leaf appended), ``deletion`` (one non-mass node
+    removed, its children moved to its parent), ``chromosome`` (one node's branch replaced by
+    a new branch of >= 1 fresh nodes under the same parent, everything else kept), ``none``."""
+    b, a = list(before.nodes), list(after.nodes)
+    found = {"none"} if a == b else set()
+    changed = [j for j in range(len(b)) if len(a) == len(b) and a[j] != b[j]]
+    if len(changed) == 1:
+        old, new = b[changed[0]], a[changed[0]]
+        if (new.parent == old.parent and new.kind != old.kind
+                and _is_mass(new) == _is_mass(old) and _fresh([new], b)):  # fmt: skip
+            found.add("point")
+    if a[:-1] == b and len(a) == len(b) + 1 and not _is_mass(a[-1]) and _fresh(a[-1:], b):
+        found.add("insertion")
+    for i, node in enumerate(b):
+        if not _is_mass(node) and a == _without(b, {i})[0]:
+            found.add("deletion")
+        kept, index = _without(b, _branch(b, i))
+        attach = -1 if not kept else max(0, index.get(node.parent, -1))
+        new = a[len(kept) :]
+        if (
+            a[: len(kept)] == kept
+            and new
+            and _fresh(new, b)
+            and _new_branch(new, len(kept), attach)
+        ):
+            found.add("chromosome")
+    return found
+
+
+KIND_CHANGES = {"none": (0, 0), "point": (1, 1), "insertion": (0, 1), "deletion": (1, 0)}
+
+
+def test_mutate_once_changes_at_most_one_step():
+    # 2000 random trees from one seeded generator; the four operators are equally likely
+    # (SETTINGS), so each step is seen ~500 times and a second change would show up
+    rng = np.random.default_rng(2024)
+    seen: Counter[str] = Counter()
+    for _ in range(2000):
+        ind = random_individual(SETTINGS, rng)
+        child = mutate_once(ind, SETTINGS, rng)
+        _check(child)
+        steps = _steps(ind, child)
+        assert steps, f"more than one step: {ind.nodes} -> {child.nodes}"
+        # the kinds: a point step swaps one, an insertion adds one, a deletion drops one (a
+        # chromosome step drops only kinds of the replaced branch: the rest is kept, _steps)
+        gone = Counter(ind.structure) - Counter(child.structure)
+        added = Counter(child.structure) - Counter(ind.structure)
+        counts = (gone.total(), added.total())
+        assert "chromosome" in steps or counts in {KIND_CHANGES[s] for s in steps}
+        seen.update(steps)
+    assert min(seen[s] for s in ("point", "insertion", "deletion", "chromosome")) > 100, seen
 
 
 @settings(max_examples=200, deadline=None)
