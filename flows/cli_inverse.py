@@ -212,8 +212,8 @@ def _run_tracked(study: InverseStudy, as_json: bool) -> tuple[dict[str, Any], An
 
     with progress_bars(enabled=not as_json):
         result = run_inverse_study(study)
-    summary = dict(result["runs"][0])
-    summary |= {"parent_run_id": result["parent_run_id"], "tracking": result["tracking"]}
+    summary = dict(result.runs[0])
+    summary |= {"parent_run_id": result.parent_run_id, "tracking": result.tracking}
     return summary, pd.read_parquet(summary["table_path"])
 
 

@@ -166,14 +166,14 @@ def demo(
             "to find the structure reliably: `greylab drive identify` runs 10 x 10)"
         )
         drive = run_drive_search(DriveSearch(population=6, generations=generations))
-    result = {"press": press.to_dict(), "inverse": crane, "drive": drive.to_dict()}
+    result = {"press": press.to_dict(), "inverse": crane.to_dict(), "drive": drive.to_dict()}
 
     def human() -> None:
         print_press_result(press)
         rows = [
             [r["system"], r["method"], r["dt"], r.get("max_constraint_violation"),
              r.get("tracking_error"), r.get("wall_time_s")]
-            for r in crane["runs"]
+            for r in crane.runs
         ]  # fmt: skip
         stdout.print(table(
             "Inverse simulation",
@@ -185,7 +185,7 @@ def demo(
             "\nWhere to look:\n"
             f"  MLflow UI: {press.tracking}\n"
             f"  press parent run {press.parent_run_id}, crane parent run "
-            f"{crane['parent_run_id']}, drive run {drive.run_id}\n"
+            f"{crane.parent_run_id}, drive run {drive.run_id}\n"
             "  compare runs: greylab compare --study press (or drive, inverse)"
         )
 

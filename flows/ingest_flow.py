@@ -14,16 +14,18 @@ from typing import Any
 
 from prefect import flow
 
+from flows.artifacts import publish_result
 from flows.ingest_settings import IngestSettings
 from methods.errors import InputError
 from tasks import ingest as ingest_tasks
 from tasks.settings import load_settings
+from tasks.study_results import IngestResult
 
 __all__ = ["IngestSettings", "ingest_lab_data", "run_ingest", "track_report"]
 
 
 @flow(name="ingest-lab-data", log_prints=True)
-def ingest_lab_data(settings: IngestSettings | None = None) -> dict[str, Any]:
+def ingest_lab_data(settings: IngestSettings | None = None) -> IngestResult:
     settings = settings or IngestSettings()
     inbox, data_root = settings.folders()
     if inbox == data_root / "inbox":
@@ -38,12 +40,9 @@ def ingest_lab_data(settings: IngestSettings | None = None) -> dict[str, Any]:
     studies = []
     if settings.trigger_studies and not settings.dry_run:
         studies = [_start_study(study, campaign, data_root) for study, campaign in report.new_data]
-    return {
-        **report.to_dict(),
-        "run_id": tracking.get("run_id"),
-        "tracking": tracking,
-        "studies": studies,
-    }
+    result = IngestResult(report.to_dict(), tracking.get("run_id"), tracking, tuple(studies))
+    publish_result(result, "ingest-result", "counts and files not ingested")
+    return result
 
 
 def track_report(report: ingest_tasks.IngestReport, settings: IngestSettings) -> dict[str, Any]:
@@ -102,7 +101,7 @@ def run_ingest(
         for key, value in overrides.items():
             if value is not None:
                 os.environ[key] = str(Path(value).resolve())
-        return ingest_lab_data(settings)
+        return ingest_lab_data(settings).to_dict()
     finally:
         for key, old in saved.items():
             if old is None:

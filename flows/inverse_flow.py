@@ -16,6 +16,7 @@ from typing import Any
 from prefect import flow
 from prefect.futures import as_completed
 
+from flows.artifacts import publish_result
 from flows.inverse_settings import InverseStudy
 from flows.progress import Progress
 from flows.runners import RunnerKind, run_flow
@@ -23,13 +24,14 @@ from methods.dae import InverseProblemError
 from methods.errors import InputError
 from tasks import inverse as inverse_tasks
 from tasks.inverse_records import InverseRecorder
+from tasks.study_results import InverseResult
 
 __all__ = ["InverseStudy", "inverse_simulation", "run_inverse_study"]
 
 
 @flow(name="inverse-simulation", log_prints=True)
-def inverse_simulation(study: InverseStudy | None = None) -> dict[str, Any]:
-    """Run every system x step size of `study`; returns plain JSON (see `_run`)."""
+def inverse_simulation(study: InverseStudy | None = None) -> InverseResult:
+    """Run every system x step size of `study`; returns the typed result (see `_run`)."""
     study = study or InverseStudy()
     inverse_tasks.check_study(
         study.systems, study.overrides, study.demand, study.t_end, study.step_sizes()
@@ -39,10 +41,13 @@ def inverse_simulation(study: InverseStudy | None = None) -> dict[str, Any]:
         result = _run(study, recorder)
         failed = [r for r in result["runs"] if r["status"] == "failed"]
         recorder.failed = bool(failed)
-    result |= {"parent_run_id": parent, "tracking": recorder.tracker.ui_hint()}
+    outcome = InverseResult(
+        tuple(result["runs"]), result["n_failed"], parent, recorder.tracker.ui_hint()
+    )
+    publish_result(outcome, "inverse-result", "one row per system x step size")
     if failed and study.raise_on_failure:
         raise _failure(failed, parent)
-    return result
+    return outcome
 
 
 def _run(study: InverseStudy, recorder: InverseRecorder) -> dict[str, Any]:
@@ -97,6 +102,7 @@ def _failure(failed: list[dict[str, Any]], parent: str) -> InputError:
 
 def run_inverse_study(
     study: InverseStudy, *, runner: RunnerKind | str = "thread", workers: int = 2
-) -> dict[str, Any]:
+) -> InverseResult:
     """Run the flow with a chosen task runner (threads, or a Dask cluster)."""
-    return run_flow(inverse_simulation, study, runner=runner, workers=workers)
+    result: InverseResult = run_flow(inverse_simulation, study, runner=runner, workers=workers)
+    return result

@@ -122,3 +122,63 @@ class DriveResult:
             markdown_table(["parameter", "value"], rows), "",
             f"MLflow run {cell(self.run_id)}, data hash {cell(self.data_hash[:12])}",
         ])  # fmt: skip
+
+
+@dataclass(frozen=True)
+class InverseResult:
+    """An inverse study: one row per system x step size (`tasks.inverse` outcome as JSON plus
+    its MLflow `run_id`), in the order systems x step sizes."""
+
+    runs: tuple[dict[str, Any], ...]
+    n_failed: int
+    parent_run_id: str
+    tracking: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "runs": [dict(r) for r in self.runs]}
+
+    def markdown(self) -> str:
+        """The summary table for the Prefect run page."""
+        rows = [
+            [r.get("system"), r.get("method"), r.get("dt"), r.get("status"),
+             r.get("max_constraint_violation"), r.get("tracking_error"), r.get("wall_time_s"),
+             r.get("error") or "", r.get("run_id")]
+            for r in self.runs
+        ]  # fmt: skip
+        columns = ["system", "method", "dt", "status", "max violation", "forward-check error",
+                   "wall time s", "error", "MLflow run"]  # fmt: skip
+        return "\n".join([
+            f"# Inverse simulation: {len(self.runs) - self.n_failed} ok, {self.n_failed} failed",
+            "", markdown_table(columns, rows), "", f"MLflow parent run {cell(self.parent_run_id)}",
+        ])  # fmt: skip
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """An ingestion run: the core's report (`ingestion.IngestReport.to_dict()`), its MLflow
+    run and the studies it started."""
+
+    report: dict[str, Any]
+    run_id: str | None
+    tracking: dict[str, Any]
+    studies: tuple[dict[str, Any], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report's keys plus `run_id`, `tracking`, `studies` (the `--json` of `ingest`)."""
+        return {**self.report, "run_id": self.run_id, "tracking": dict(self.tracking),
+                "studies": [dict(s) for s in self.studies]}  # fmt: skip
+
+    def markdown(self) -> str:
+        """Counts and every file not ingested, for the Prefect run page."""
+        counts = self.report.get("counts", {})
+        rows = [
+            [o.get("name", ""), o.get("status"), o.get("message") or ""]
+            for o in self.report.get("outcomes", [])
+            if o.get("status") not in ("ingested", "resumed")
+        ]
+        lines = ["# Ingestion", "", markdown_table(list(counts), [list(counts.values())])]
+        if rows:
+            lines += ["", markdown_table(["file", "status", "reason"], rows)]
+        lines += ["", f"rows stored: {cell(self.report.get('rows', 0))}; MLflow run "
+                  f"{cell(self.run_id or '-')}"]  # fmt: skip
+        return "\n".join(lines)

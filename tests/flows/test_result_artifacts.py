@@ -73,3 +73,24 @@ def test_press_flow_run_publishes_its_verdict_table(private_prefect: None) -> No
     assert artifact.type == "markdown"
     assert artifact.data == result.markdown()
     assert "| M3 | passes |" in artifact.data and result.parent_run_id in artifact.data
+
+
+def test_inverse_and_ingest_results_render_their_rows_escaped() -> None:
+    from tasks.study_results import IngestResult, InverseResult
+
+    runs = ({"system": HOSTILE, "method": "euler", "dt": 0.001, "status": "failed",
+             "error": "infeasible <b>", "run_id": "r1"},
+            {"system": "two_mass", "method": "bdf2", "dt": 0.01, "status": "ok", "run_id": "r2"})  # fmt: skip
+    inverse = InverseResult(runs, 1, "parent", "ui")
+    text = inverse.markdown()
+    assert text.startswith("# Inverse simulation: 1 ok, 1 failed")
+    assert "<img" not in text.replace(r"\<img", "") and "<b>" not in text.replace(r"\<b\>", "")
+    assert inverse.to_dict()["runs"][1]["system"] == "two_mass"
+    report = {"counts": {"ingested": 1, "quarantined": 1}, "rows": 40,
+              "outcomes": [{"name": "ok.csv", "status": "ingested"},
+                           {"name": "[x](y).csv", "status": "quarantined", "message": "bad"}]}  # fmt: skip
+    ingest = IngestResult(report, "run-9", {"run_id": "run-9"}, ())
+    text = ingest.markdown()
+    assert r"\[x\]\(y\).csv | quarantined | bad" in text and "ok.csv" not in text
+    assert ingest.to_dict() == {**report, "run_id": "run-9", "tracking": {"run_id": "run-9"},
+                                "studies": []}  # fmt: skip

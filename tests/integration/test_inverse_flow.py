@@ -32,9 +32,9 @@ def test_two_systems_in_parallel_then_a_failure(home: Path, tmp_path: Path) -> N
     )  # fmt: skip
     result = run_inverse_study(study, runner="thread", workers=2)
 
-    assert [r["system"] for r in result["runs"]] == ["two_mass", "planar_crane"]
-    assert all(r["status"] == "ok" for r in result["runs"]) and result["n_failed"] == 0
-    for r in result["runs"]:
+    assert [r["system"] for r in result.runs] == ["two_mass", "planar_crane"]
+    assert all(r["status"] == "ok" for r in result.runs) and result.n_failed == 0
+    for r in result.runs:
         assert r["max_constraint_violation"] <= 1e-8  # the bound on default demands
         assert r["tracking_error"] < 1e-3 and r["error_vs_exact"] < 1.0
         assert Path(r["table_path"]).is_file()
