@@ -38,3 +38,43 @@ def plot_history(history):
     ax.legend()
     fig.tight_layout()
     return fig
+
+
+def plot_validation(
+    t: np.ndarray,
+    measured_velocity: np.ndarray,
+    simulated_velocity: np.ndarray,
+    measured_position: np.ndarray | None = None,
+    simulated_position: np.ndarray | None = None,
+    *,
+    title: str = "open-loop validation",
+    units: tuple[str, str] = ("rad/s", "rad"),
+):
+    """Measured vs open-loop simulated outputs over time, one axis per output (velocity, and
+    position when both position arrays are given); RMSE, fit and R^2 of each output in its
+    legend (``methods.validation.output_metrics``). ``units``: (velocity, position) units.
+    Returns the Figure."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    from methods.validation import output_metrics
+
+    outputs = [("velocity", measured_velocity, simulated_velocity, units[0])]
+    if measured_position is not None and simulated_position is not None:
+        outputs.append(("position", measured_position, simulated_position, units[1]))
+    fig, axes = plt.subplots(len(outputs), 1, figsize=(8, 2.8 * len(outputs)), sharex=True,
+                             squeeze=False)  # fmt: skip
+    for ax, (name, measured, simulated, unit) in zip(axes[:, 0], outputs):
+        m = output_metrics(measured, simulated, name=name)
+        ax.plot(t, measured, lw=0.8, label="measured")
+        ax.plot(t, simulated, lw=1.0, ls="--",
+                label=f"simulated: RMSE {m['rmse']:.3g} {unit}, fit {m['fit']:.1f} %, "
+                      f"R² {m['r2']:.4f}")  # fmt: skip
+        ax.set_ylabel(f"{name} [{unit}]")
+        ax.legend(loc="best", fontsize=8)
+    axes[-1, 0].set_xlabel("t [s]")
+    axes[0, 0].set_title(title)
+    fig.tight_layout()
+    return fig

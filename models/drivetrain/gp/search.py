@@ -56,6 +56,7 @@ from models.drivetrain.gp.recording import RecordingFile, as_arrays, evaluate_st
 from models.drivetrain.gp.settings import GPSettings
 from models.drivetrain.gp.tree import Individual, pick
 from models.drivetrain.kit import assemble
+from models.drivetrain.product import DriveModel
 from models.drivetrain.simulate import simulate
 
 MapBatches = Callable[[Callable, list], list]
@@ -93,7 +94,8 @@ class StructureSearch:
     generation), ``population_history_`` (one row per individual and generation),
     ``state_space_`` (JSON-able A, B, C, D at the identified values, f and g as strings),
     ``best_output_`` (the best model's simulated velocity over the whole recording, from the
-    measured initial velocity), ``n_evaluations_``, ``resumed_from_``.
+    measured initial velocity), ``model_`` (the best model as a product,
+    ``models.drivetrain.product.DriveModel``), ``n_evaluations_``, ``resumed_from_``.
 
     ``fit`` takes a recording table, plain ``RecordingArrays`` or a stored ``RecordingFile``;
     with a file, ``map_batches`` ships the file's path and hash instead of the arrays.
@@ -309,6 +311,11 @@ class StructureSearch:
             y0=float(data.y[0]),
             **self.settings.kit_options(),
         )
+        self.model_ = DriveModel.from_settings(
+            best.structure, best.parameters, self.settings, data.dt,
+            source=f"StructureSearch seed {self.seed}, {self.settings.population} x "
+            f"{self.settings.generations}",
+        )  # fmt: skip
 
     def summary(self) -> str:
         return (f"best {self.best_codes_} {self.best_structure_}: fitness {self.best_fitness_:.4g}, "
