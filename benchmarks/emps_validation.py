@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -90,6 +91,42 @@ def raw_input(frame: pd.DataFrame, path: Path, decimate: int) -> pd.DataFrame:
     return frame.assign(torque_Nm=force[::decimate][: len(frame)])
 
 
+PREDICT = """
+import json, sys, time
+t0 = time.perf_counter()
+import numpy as np
+from models.drivetrain.product import DriveModel
+t1 = time.perf_counter()
+spec = json.load(open(sys.argv[1]))
+torque = np.load(sys.argv[2])
+model = DriveModel.from_dict(spec)
+velocity, position = model.simulate(torque, velocity0=0.0, position0=0.0)
+t2 = time.perf_counter()
+print(f"{t1 - t0:.3f} {t2 - t1:.3f}")
+"""
+
+
+def fresh_process_predict(model: DriveModel, torque: np.ndarray, jit_cache: str | None) -> str:
+    """Import time and load-and-predict time [s] of ``model`` in a new Python process (from
+    its JSON and a torque record); ``jit_cache``: a ``GREYLAB_JIT_CACHE`` directory (an empty
+    one makes the process compile the native step once) or None for the user's cache."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="greylab-emps-") as tmp:
+        spec, record = Path(tmp) / "model.json", Path(tmp) / "torque.npy"
+        spec.write_text(json.dumps(model.to_dict()))
+        np.save(record, torque)
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+        if jit_cache is not None:
+            env["GREYLAB_JIT_CACHE"] = jit_cache
+        out = subprocess.run([sys.executable, "-c", PREDICT, str(spec), str(record)], env=env,
+                             check=True, capture_output=True, text=True).stdout.split()  # fmt: skip
+    return f"import {float(out[0]):.2f} s, load model + predict {float(out[1]):.3f} s"
+
+
 def row(label: str, result: DriveValidation) -> str:
     v, q = result.metrics["velocity"], result.metrics["position"]
     return (f"{label:34s} {v['rmse']:9.5f} {v['fit']:7.2f} {v['r2']:8.5f} | "
@@ -136,6 +173,11 @@ def main() -> None:
           f"published: Forgione & Piga 2021, neural CT models, position R^2 > 0.99 on both "
           f"records; linear models ~0.5")  # fmt: skip
     print(f"total wall time {time.perf_counter() - t_start:.1f} s")
+    torque = frames["DATA_EMPS_PULSES (validation)"]["torque_Nm"].to_numpy(float)
+    with tempfile.TemporaryDirectory(prefix="greylab-jit-") as empty:
+        print(f"fresh process, empty JIT cache ({torque.size} samples): "
+              + fresh_process_predict(model, torque, empty))  # fmt: skip
+    print("fresh process, cached native code: " + fresh_process_predict(model, torque, None))
     if args.figures:
         args.figures.mkdir(parents=True, exist_ok=True)
         for (name, record), res in results.items():
