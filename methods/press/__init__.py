@@ -4,6 +4,8 @@ Pipeline: ``correct_to_setpoints`` -> ``check_normality`` -> ``sensor_design`` -
 ``fit_parameters`` -> ``detect_model_uncertainty`` (or, for orchestration, ``prepare`` ->
 ``make_splits`` -> ``run_split_batch`` per batch -> ``combine_tests``). The fitting functions
 evaluate the model at the setpoint forces, so they take a table already corrected to setpoints.
+A calibrated model as a product: ``predict_displacements`` (mean and delta-method std for a
+force scenario) and ``validate_predictions`` (against a new measurement table).
 """
 
 from methods.press.data import PressData, correct_to_setpoints, sigma_from_repeats, to_cube
@@ -23,6 +25,12 @@ from methods.press.hypothesis import (
 )
 from methods.press.lm import StopReason
 from methods.press.normality import NormalityReport, check_normality
+from methods.press.prediction import (
+    PressPrediction,
+    PressValidation,
+    predict_displacements,
+    validate_predictions,
+)
 from methods.press.splits import Split, SplitKind, make_splits
 
 __all__ = [
@@ -35,6 +43,8 @@ __all__ = [
     "ParameterFit",
     "Prepared",
     "PressData",
+    "PressPrediction",
+    "PressValidation",
     "SensorDesign",
     "Split",
     "SplitKind",
@@ -46,9 +56,11 @@ __all__ = [
     "detect_model_uncertainty",
     "fit_parameters",
     "make_splits",
+    "predict_displacements",
     "prepare",
     "run_split_batch",
     "sensor_design",
     "sigma_from_repeats",
     "to_cube",
+    "validate_predictions",
 ]

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from methods.press.data import to_cube
+from methods.press.prediction import Z95
 
 
 def _plt():
@@ -123,5 +124,67 @@ def design_figure(design: Any):
             ].set_color("green")
     fig.suptitle(f"sensor design ({design.criterion}-optimal: "
                  f"{design.best['code'] if design.best else 'none'})")  # fmt: skip
+    fig.tight_layout()
+    return fig
+
+
+def _branches(forces: np.ndarray) -> list[tuple[np.ndarray, str]]:
+    """Step indices of the loading branch (up to the first maximum) and of the unloading one
+    (joined to the maximum so the drawn curve is continuous)."""
+    top = int(np.argmax(forces))
+    out = [(np.arange(top + 1), "loading")]
+    if top + 1 < forces.size:
+        out.append((np.arange(top, forces.size), "unloading"))
+    return out
+
+
+def validation_figure(validation: Any):
+    """Validation of a calibrated model on new measurements (``PressValidation``): per sensor
+    (columns) the measured series (dots) and the prediction over the force with its 95 %
+    prediction band ``h +- 1.96 sqrt(sigma^2 + std^2)`` for one new measurement (shaded) and
+    the band of the model's mean ``h +- 1.96 std`` (dashed; usually thin), loading and
+    unloading apart (top row); the normalised residuals ``e`` per measurement with the
+    +-1.96 limits and the share outside, loading and unloading apart (bottom row): a model
+    that misses the hysteresis leaves the two branches on opposite sides of zero."""
+    plt = _plt()
+    sensors = list(validation.sensors)
+    pred = validation.prediction
+    res = validation.residuals
+    q_kN = pred.forces / 1e3
+    steps = np.sort(res["step"].unique())  # scenario order, as in to_cube
+    fig, axes = plt.subplots(
+        2, len(sensors), figsize=(4.2 * len(sensors), 6.4), squeeze=False,
+        gridspec_kw={"height_ratios": [3, 2]}, sharex="col",
+    )  # fmt: skip
+    for k, s in enumerate(sensors):
+        ax, rax = axes[0, k], axes[1, k]
+        rows = res[res["sensor"] == s]
+        f_kN = rows["force_N"].to_numpy(float) / 1e3
+        ax.plot(f_kN, rows["measured"], ".", color="0.55", ms=3, label="measured")
+        h, std = pred.mean[:, k], pred.std[:, k]
+        band = Z95 * np.sqrt(validation.sigma[s] ** 2 + std**2)
+        for (idx, lab), color in zip(_branches(pred.forces), ("tab:blue", "tab:orange")):
+            ax.fill_between(q_kN[idx], h[idx] - band[idx], h[idx] + band[idx], color=color,
+                            alpha=0.25, lw=0)  # fmt: skip
+            ax.plot(q_kN[idx], h[idx], "-", color=color, label=f"{validation.model} {lab}")
+            for sign in (-1.0, 1.0):
+                ax.plot(q_kN[idx], h[idx] + sign * Z95 * std[idx], "--", color=color, lw=0.7)
+        ax.set_ylabel(f"{s} (um)")
+        ax.legend(fontsize=7)
+        loading = rows["step"].isin(steps[: int(np.argmax(pred.forces)) + 1]).to_numpy()
+        for mask, color, lab in ((loading, "tab:blue", "loading"),
+                                 (~loading, "tab:orange", "unloading")):  # fmt: skip
+            rax.plot(f_kN[mask], rows["normalised"].to_numpy()[mask], ".", ms=3, color=color,
+                     label=lab)  # fmt: skip
+        for level in (-Z95, Z95):
+            rax.axhline(level, color="red", lw=0.8, ls="--")
+        rax.axhline(0.0, color="k", lw=0.8)
+        rax.set_title(f"outside the 95 % band: {validation.outside_band[s]:.1%}", fontsize=8)
+        rax.set_xlabel("process force (kN)")
+        rax.set_ylabel("normalised residual e")
+        rax.legend(fontsize=7)
+    fig.suptitle(
+        f"validation of {validation.model}: measured vs predicted with 95 % prediction band"
+    )
     fig.tight_layout()
     return fig
