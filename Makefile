@@ -42,6 +42,7 @@ bench: install
 	PYTHONPATH=. $(BIN)/python benchmarks/inverse.py
 	PYTHONPATH=. $(BIN)/python benchmarks/press_calibration.py 100 30
 	PYTHONPATH=. $(BIN)/python benchmarks/drive_search.py speed --seed 0
+	PYTHONPATH=. $(BIN)/python benchmarks/emps_validation.py
 
 clean:
 	rm -rf .greylab .pytest_cache .mypy_cache .ruff_cache

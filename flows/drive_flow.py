@@ -39,7 +39,9 @@ def checkpoint_dir(data_hash: str, study: DriveSearch) -> Path:
     """The checkpoint folder of a search: the drive study's cross-run cache, keyed on the
     recording's content hash, the settings and the greylab code (`tasks.cache`), so a
     checkpoint never outlives the code or data that made it."""
-    settings_key = study.model_dump(mode="json", exclude={"experiment", "resume"})
+    settings_key = study.model_dump(
+        mode="json", exclude={"experiment", "resume", "register_model", "campaign"}
+    )
     key = json.dumps([data_hash, settings_key, code_fingerprint()])
     return load_settings().home / "checkpoints" / hashlib.sha256(key.encode()).hexdigest()[:16]
 
@@ -77,8 +79,12 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
         checkpoint_dir=checkpoint if study.resume else None,
         progress=on_generation,
     ).fit(RecordingFile(loaded["path"], loaded["hash"]))
-    recorder.result(search, pd.read_parquet(loaded["path"]))
+    recording = pd.read_parquet(loaded["path"])
+    recorder.result(search, recording)
+    campaign = study.campaign or loaded["hash"][:12]
+    model_uri = recorder.register_model(search, recording, campaign) if study.register_model else ""
     return {
+        "model_uri": model_uri,
         "data_hash": loaded["hash"],
         "source": loaded["source"],
         "best_structure": search.best_structure_,

@@ -3,6 +3,7 @@ the flow's parameters and the options of `greylab drive identify` (flows/cli_set
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Annotated
 
@@ -12,6 +13,8 @@ from flows.cli_settings import Cli
 from models.drivetrain import REFERENCE_STRUCTURE
 from tasks import limits
 from tasks.recorder import validate_experiment_name
+
+_CAMPAIGN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 class DrivePreset(StrEnum):
@@ -56,6 +59,23 @@ class DriveSearch(BaseModel):
         "settings and greylab code); false (CLI: --no-cache) starts over",
     )
     experiment: str = Field("drive-structure-search", description="MLflow experiment")
+    register_model: bool = Field(
+        True,
+        description="Log the identified model as an MLflow model and register it as "
+        "drive-<campaign>; false (CLI: --no-register-model) skips that",
+    )
+    campaign: str | None = Field(
+        None,
+        description="Registered model name drive-<campaign> (letters, digits, ._-); empty = "
+        "drive-<first 12 characters of the recording's content hash>",
+    )
+
+    @field_validator("campaign")
+    @classmethod
+    def _campaign(cls, value: str | None) -> str | None:
+        if value is not None and not _CAMPAIGN.match(value):
+            raise ValueError("use 1-64 letters, digits or ._- starting with a letter or digit")
+        return value
 
     @field_validator("experiment")
     @classmethod

@@ -88,8 +88,8 @@ def _run(study: PressStudy, recorder: PressRecorder) -> dict[str, Any]:
         )  # fmt: skip
         fit = fits[model].result()
         warnings += [f"{model}: {w}" for w in (*fit.warnings, *detection.warnings)]
-        run_id = recorder.model_run(model, study, fit, detection, sensors, path)
-        verdicts.append(_verdict(model, fit, detection, run_id))
+        run_id, model_uri = recorder.model_run(model, study, fit, detection, sensors, path)
+        verdicts.append(_verdict(model, fit, detection, run_id, model_uri))
     recorder.verdicts([v.to_dict() for v in verdicts])
     return {
         "data_hash": loaded["hash"],
@@ -142,7 +142,7 @@ def _fit_and_test(
     return fits, rows
 
 
-def _verdict(model: str, fit: Any, detection: Any, run_id: str) -> ModelVerdict:
+def _verdict(model: str, fit: Any, detection: Any, run_id: str, model_uri: str) -> ModelVerdict:
     return ModelVerdict(
         model=model,
         verdict=detection.verdict,
@@ -155,6 +155,7 @@ def _verdict(model: str, fit: Any, detection: Any, run_id: str) -> ModelVerdict:
         parameters=fit.parameters,
         standard_errors=fit.standard_errors,
         run_id=run_id,
+        model_uri=model_uri,
     )
 
 

@@ -62,6 +62,11 @@ class PressStudy(BaseModel):
         description="Reuse results of identical steps (same table contents, model code and "
         "greylab numerics); false (CLI: --no-cache) recomputes every step",
     )
+    register_model: bool = Field(
+        True,
+        description="Log every fitted model as an MLflow model and register it as "
+        "press-<model> (a new version per study); false (CLI: --no-register-model) skips that",
+    )
 
     # Flow parameters may come from the dashboard: they name code only through the worker's
     # allow-list (models/registry.py) and stay within the machine's limits (tasks/limits.py).

@@ -50,4 +50,6 @@ def output_metrics(measured: Any, predicted: Any, *, name: str = "output") -> di
 
 def flat_metrics(per_output: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
     """``{output: {metric: v}}`` -> ``{"<output>.<metric>": v}`` (MLflow metric keys)."""
-    return {f"{out}.{key}": float(v) for out, values in per_output.items() for key, v in values.items()}
+    return {
+        f"{out}.{key}": float(v) for out, values in per_output.items() for key, v in values.items()
+    }

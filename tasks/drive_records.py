@@ -53,6 +53,27 @@ class DriveRecorder(Recorder):
         run.json(search.to_dict(), "result.json")
         self._figures(search, recording)
 
+    def register_model(self, search: Any, recording: pd.DataFrame, campaign: str) -> str:
+        """The identified structure as the MLflow model `drive-<campaign>`
+        (`models.drivetrain.product.DriveModel`); returns its `models:/` URI. Input example:
+        the first 200 samples of the recording."""
+        from models.drivetrain.product import DriveModel
+        from tasks.products import registered_name
+
+        model = DriveModel.from_search(search)
+        columns = [c for c in ("t_s", "torque_Nm", "velocity_rad_s", "position_rad")
+                   if c in recording]  # fmt: skip
+        structure = ",".join(search.best_structure_)
+        registered = self.register(
+            self.run, {"kind": "drive", "model": model.to_dict()},
+            name=registered_name("drive", campaign), input_example=recording[columns].head(200),
+            tags={"greylab.structure": structure,
+                  "greylab.codes": ",".join(map(str, search.best_codes_))},
+            description=f"drive train {{{structure}}} identified by the structure search "
+            "(greylab drive identify): open-loop velocity and position for a torque record",
+        )  # fmt: skip
+        return registered["uri"]
+
     def _figures(self, search: Any, recording: pd.DataFrame) -> None:
         from models.drivetrain import plots
 

@@ -15,7 +15,7 @@ import pandas as pd
 
 from methods.press.plots import design_figure, ellipsoid_figure, hysteresis_figure
 from models.registry import resolve_model
-from tasks.recorder import Recorder, RunTracker
+from tasks.recorder import Recorder, Run, RunTracker
 
 
 class PressRecorder(Recorder):
@@ -53,8 +53,10 @@ class PressRecorder(Recorder):
         detection: Any,
         sensors: list[str],
         path: str,
-    ) -> str:
-        """One child run per candidate model (`path`: the corrected table, read once)."""
+    ) -> tuple[str, str]:
+        """One child run per candidate model (`path`: the corrected table, read once), with
+        the fitted model registered as `press-<model>` when the study says so. Returns the
+        run id and the registered model's URI (empty when not registered)."""
         with self.child_run(f"model-{model}") as run:
             run.params(
                 {
@@ -73,7 +75,8 @@ class PressRecorder(Recorder):
             run.metrics(_model_metrics(fit, detection))
             run.series("alpha_min", detection.alpha_min)
             verdict = "rejected" if detection.rejected else "passes"
-            run.tags({"greylab.verdict": "inconclusive" if detection.inconclusive else verdict})
+            verdict = "inconclusive" if detection.inconclusive else verdict
+            run.tags({"greylab.verdict": verdict})
             run.json(fit.to_dict(), "fit.json")
             run.json(fit.ellipsoid(0.95).to_dict(), "ellipsoid.json")
             run.json(detection.to_dict(), "detection.json")
@@ -81,7 +84,30 @@ class PressRecorder(Recorder):
             run.figure(ellipsoid_figure(fit, detection), "figures/ellipsoid.png")
             figure = hysteresis_figure(resolve_model(model), self.table(path), fit, sensors=sensors)
             run.figure(figure, "figures/hysteresis.png")
-        return run.id
+            uri = self._register(run, model, fit, path, verdict) if study.register_model else ""
+        return run.id, uri
+
+    def _register(self, run: Run, model: str, fit: Any, path: str, verdict: str) -> str:
+        """The fit as the MLflow model `press-<model>`; input example: the study's ordered
+        force scenario for the fitted sensors."""
+        from methods.press.data import to_cube
+        from tasks.products import press_spec, registered_name
+
+        data = to_cube(self.table(path), list(fit.sensors))
+        n_q, n_s = data.setpoints.size, len(fit.sensors)
+        example = pd.DataFrame(
+            {"step": np.repeat(np.arange(n_q), n_s), "force_N": np.repeat(data.setpoints, n_s),
+             "sensor": np.tile(np.array(fit.sensors, dtype=object), n_q)}
+        )  # fmt: skip
+        spec = press_spec(model, fit, all_sensors=list(resolve_model(model).sensors))
+        registered = self.register(
+            run, spec, name=registered_name("press", model), input_example=example,
+            tags={"greylab.verdict": verdict, "greylab.model": model,
+                  "greylab.sensors": ",".join(fit.sensors)},
+            description=f"press model {model} calibrated by weighted least squares "
+            "(greylab press detect): displacement and its standard deviation per sensor",
+        )  # fmt: skip
+        return registered["uri"]
 
     def verdicts(self, verdicts: list[dict[str, Any]]) -> None:
         frame = pd.DataFrame(

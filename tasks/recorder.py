@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import json
 import math
 import re
 import subprocess
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -117,6 +116,11 @@ class RunTracker(Protocol):
         frame: pd.DataFrame | None = None,
         digest: str | None = None,
     ) -> str: ...
+    def log_model(self, run_id: str, directory: Path, artifact_path: str = "model") -> str: ...
+    def register_model(
+        self, name: str, source: str, run_id: str, tags: Mapping[str, Any], description: str
+    ) -> str: ...
+    def set_model_version_tags(self, name: str, version: str, tags: Mapping[str, Any]) -> None: ...
     def ui_hint(self) -> str: ...
 
 
@@ -243,119 +247,40 @@ class Recorder:
         self.shared_tags |= {"greylab.data_hash": digest, "greylab.data_source": source}
         return digest
 
+    def register(
+        self,
+        run: Run,
+        spec: Mapping[str, Any],
+        *,
+        name: str,
+        input_example: pd.DataFrame,
+        tags: Mapping[str, Any],
+        description: str,
+    ) -> dict[str, str]:
+        """Log `spec` as an MLflow pyfunc model (`tasks.products`) in `run` and register a
+        new version of `name`, tagged with the data hash, the run and `tags`; the run gets
+        the tag `greylab.model_uri`. Returns name, version and `models:/` URI."""
+        from tasks.products import saved_pyfunc  # imports mlflow
+
+        version_tags = {
+            "greylab.data_hash": self.shared_tags.get("greylab.data_hash", ""),
+            "greylab.run_id": run.id,
+            "greylab.study": self.study,
+            "greylab.commit": git_commit(),
+            **tags,
+        }
+        with saved_pyfunc(spec, input_example=input_example, metadata=version_tags) as folder:
+            source = self.tracker.log_model(run.id, folder)
+        version = self.tracker.register_model(name, source, run.id, version_tags, description)
+        uri = f"models:/{name}/{version}"
+        run.tags({"greylab.model_uri": uri})
+        return {"name": name, "version": version, "uri": uri}
+
     def cache_tags(self, tags: Mapping[str, str]) -> None:
         """Which steps came from the cache (`greylab.cache`, `greylab.cached_steps`): on the
         parent and copied onto every child."""
         self.run.tags(tags)
         self.shared_tags |= dict(tags)
-
-
-# -- in memory ---------------------------------------------------------------------------
-@dataclass
-class RecordedRun:
-    """Everything recorded in one run: `metrics[key]` is `[(step, value), ...]` in logging
-    order; `artifacts[name]` is a dict (JSON), a DataFrame (table) or PNG bytes (figure)."""
-
-    run_id: str
-    experiment: str
-    name: str
-    parent_run_id: str | None
-    status: str = "RUNNING"
-    params: dict[str, str] = field(default_factory=dict)
-    metrics: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
-    tags: dict[str, str] = field(default_factory=dict)
-    artifacts: dict[str, Any] = field(default_factory=dict)
-    datasets: list[dict[str, str]] = field(default_factory=list)
-
-    def metric(self, key: str) -> float:
-        """The last value logged for `key`."""
-        return self.metrics[key][-1][1]
-
-
-class InMemoryTracker:
-    """A `RunTracker` keeping every run in `runs` (by id, in creation order)."""
-
-    def __init__(self) -> None:
-        self.runs: dict[str, RecordedRun] = {}
-        self.store_ready = False
-
-    def ensure_store(self) -> None:
-        self.store_ready = True
-
-    def start_run(
-        self,
-        experiment: str,
-        name: str,
-        *,
-        study: str,
-        parent_run_id: str | None = None,
-        tags: Mapping[str, str] | None = None,
-    ) -> str:
-        run_id = f"run-{len(self.runs) + 1}"
-        run = RecordedRun(run_id, experiment, name, parent_run_id)
-        run.tags = run_tags(study, parent_run_id, tags)
-        self.runs[run_id] = run
-        return run_id
-
-    def end_run(self, run_id: str, *, failed: bool = False) -> None:
-        self.runs[run_id].status = "FAILED" if failed else "FINISHED"
-
-    def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
-        self.runs[run_id].params |= {str(k): param_text(v) for k, v in params.items()}
-
-    def set_tags(self, run_id: str, tags: Mapping[str, Any]) -> None:
-        self.runs[run_id].tags |= {str(k): str(v) for k, v in tags.items()}
-
-    def log_metrics(self, run_id: str, metrics: Mapping[str, float], *, step: int = 0) -> None:
-        for key, value in metrics.items():
-            self.runs[run_id].metrics.setdefault(key, []).append((step, finite(value)))
-
-    def log_series(self, run_id: str, key: str, values: Iterable[float], *, start: int = 0) -> None:
-        steps = self.runs[run_id].metrics.setdefault(key, [])
-        steps += [(start + i, finite(v)) for i, v in enumerate(values)]
-
-    def log_json(self, run_id: str, obj: Any, artifact_file: str) -> None:
-        self.runs[run_id].artifacts[artifact_file] = json.loads(json.dumps(obj))
-
-    def log_figure(self, run_id: str, figure: Any, artifact_file: str) -> None:
-        import matplotlib.pyplot as plt
-
-        buffer = io.BytesIO()
-        try:
-            figure.savefig(buffer, format="png")
-        finally:
-            plt.close(figure)
-        self.runs[run_id].artifacts[artifact_file] = buffer.getvalue()
-
-    def log_table(self, run_id: str, frame: pd.DataFrame, artifact_file: str) -> None:
-        self.runs[run_id].artifacts[artifact_file] = frame.reset_index(drop=True).copy()
-
-    def log_dataset(
-        self,
-        run_id: str,
-        path: str,
-        *,
-        description: str,
-        name: str,
-        frame: pd.DataFrame | None = None,
-        digest: str | None = None,
-    ) -> str:
-        table = pd.read_parquet(path) if frame is None else frame
-        digest = digest or content_hash(table)
-        self.set_tags(run_id, {"greylab.data_hash": digest, "greylab.data_source": description})
-        source = Path(path).resolve().as_uri()
-        self.runs[run_id].datasets.append({"name": name, "source": source, "digest": digest[:36]})
-        return digest
-
-    def ui_hint(self) -> str:
-        return "in memory (InMemoryTracker.runs)"
-
-    # -- queries for tests -----------------------------------------------------------------
-    def children(self, parent_run_id: str) -> list[RecordedRun]:
-        return [r for r in self.runs.values() if r.parent_run_id == parent_run_id]
-
-    def parents(self) -> list[RecordedRun]:
-        return [r for r in self.runs.values() if r.parent_run_id is None]
 
 
 _EXPERIMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._+=@-]{0,99}$")
@@ -376,3 +301,13 @@ def validate_experiment_name(name: str) -> str:
             "a letter or digit, without '/', '\\' or '..'"
         )
     return text
+
+
+def __getattr__(name: str) -> Any:
+    """`InMemoryTracker` and `RecordedRun` live in `tasks.memory_tracker`; the old import
+    path `tasks.recorder.InMemoryTracker` keeps working."""
+    if name in ("InMemoryTracker", "RecordedRun"):
+        from tasks import memory_tracker
+
+        return getattr(memory_tracker, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -43,6 +43,7 @@ class ModelVerdict:
     parameters: dict[str, float]
     standard_errors: dict[str, float]
     run_id: str
+    model_uri: str = ""  # the registered MLflow model (models:/press-<model>/<version>)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -73,11 +74,11 @@ class PressResult:
         rows = [
             [v.model, v.verdict, v.n_rejections, v.n_failed, v.min_alpha, v.threshold,
              ", ".join(f"{k} = {x:.4g} ± {v.standard_errors[k]:.2g}"
-                       for k, x in v.parameters.items()), v.run_id]
+                       for k, x in v.parameters.items()), v.run_id, v.model_uri or "-"]
             for v in self.verdicts
         ]  # fmt: skip
         columns = ["model", "verdict", "rejections", "failed", "min alpha", "threshold",
-                   "estimates ± s.e.", "MLflow run"]  # fmt: skip
+                   "estimates ± s.e.", "MLflow run", "registered model"]  # fmt: skip
         lines = [f"# Press study: sensors {cell(', '.join(self.sensors))}", "",
                  markdown_table(columns, rows), "",
                  f"MLflow parent run {cell(self.parent_run_id)}, data hash "
@@ -103,6 +104,7 @@ class DriveResult:
     preset: str
     tracking: str
     history: tuple[dict[str, Any], ...] = ()
+    model_uri: str = ""  # the registered MLflow model (models:/drive-<campaign>/<version>)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON of `greylab drive identify --json` (the per-generation history is in
@@ -120,7 +122,8 @@ class DriveResult:
             f"fitness {cell(self.fitness)}, RSS {cell(self.rss)}, {self.generations} "
             f"generations, preset {cell(self.preset)}", "",
             markdown_table(["parameter", "value"], rows), "",
-            f"MLflow run {cell(self.run_id)}, data hash {cell(self.data_hash[:12])}",
+            f"MLflow run {cell(self.run_id)}, data hash {cell(self.data_hash[:12])}, "
+            f"registered model {cell(self.model_uri or '-')}",
         ])  # fmt: skip
 
 

@@ -176,6 +176,34 @@ class Tracker:
         self.client.log_inputs(run_id, datasets=[DatasetInput(entity, tags=context)])
         return digest
 
+    # -- models ------------------------------------------------------------------------
+    def log_model(self, run_id: str, directory: Path, artifact_path: str = "model") -> str:
+        """A saved MLflow model folder as the run's artifact; returns its `runs:/` URI."""
+        self.client.log_artifacts(run_id, str(directory), artifact_path)
+        return f"runs:/{run_id}/{artifact_path}"
+
+    def register_model(
+        self, name: str, source: str, run_id: str, tags: Mapping[str, Any], description: str
+    ) -> str:
+        """A new version of registered model `name` (created on first use) from `source`;
+        returns the version number as text."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            self.client.create_registered_model(name, description=description)
+        except MlflowException as exc:
+            if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+        version = self.client.create_model_version(
+            name, source, run_id=run_id, tags={str(k): str(v) for k, v in tags.items()},
+            description=description,
+        )  # fmt: skip
+        return str(version.version)
+
+    def set_model_version_tags(self, name: str, version: str, tags: Mapping[str, Any]) -> None:
+        for key, value in tags.items():
+            self.client.set_model_version_tag(name, version, str(key), str(value))
+
     def ui_hint(self) -> str:
         uri = self.settings.tracking_uri
         if uri.startswith(("sqlite:", "file:")):

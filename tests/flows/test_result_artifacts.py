@@ -24,7 +24,7 @@ def _press(model: str = "M3") -> PressResult:
 def test_markdown_escapes_names_from_files_and_users() -> None:
     text = _press(HOSTILE).markdown()
     row = next(line for line in text.splitlines() if "passes" in line)
-    assert row.count(" | ") == 7  # 8 cells: the pipe in the name did not add a column
+    assert row.count(" | ") == 8  # 9 cells: the pipe in the name did not add a column
     assert not re.search(r"(?<!\\)[<>\[\]*|]", row.split(" | passes")[0][2:].replace(r"\|", ""))
     assert "\n# heading" not in text  # the line break is gone: no heading from a name
     assert cell(HOSTILE).startswith(r"M\|1 \<img")
@@ -36,12 +36,12 @@ def test_json_of_the_results_keeps_its_keys() -> None:
                           "cache", "parent_run_id", "tracking"}  # fmt: skip
     assert set(press["verdicts"][0]) == {"model", "verdict", "rejected", "n_rejections",
                                          "n_failed", "inconclusive", "min_alpha", "threshold",
-                                         "parameters", "standard_errors", "run_id"}  # fmt: skip
+                                         "parameters", "standard_errors", "run_id", "model_uri"}  # fmt: skip
     drive = DriveResult(["one_mass"], [1], {"J1": 1.0}, 2.0, 0.5, 3, "r", "h", "s", None,
                         "reference", "ui", ({"generation": 0},))  # fmt: skip
     assert set(drive.to_dict()) == {"best_structure", "best_codes", "parameters", "rss",
                                     "fitness", "generations", "run_id", "data_hash", "source",
-                                    "resumed_from", "preset"}  # fmt: skip
+                                    "resumed_from", "preset", "model_uri"}  # fmt: skip
 
 
 @pytest.fixture

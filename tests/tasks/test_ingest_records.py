@@ -11,7 +11,7 @@ import pytest
 from ingestion.run import ingest_inbox
 from tasks import ingest
 from tasks.ingest_records import IngestRecorder
-from tasks.recorder import InMemoryTracker
+from tasks.memory_tracker import InMemoryTracker
 from tests.tasks.ingest_data import press_frame, write
 
 

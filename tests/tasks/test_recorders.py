@@ -16,11 +16,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.recorder import InMemoryTracker, RecordedRun
+from tasks.memory_tracker import InMemoryTracker, RecordedRun
 
 PNG = b"\x89PNG\r\n\x1a\n"
 MODELS = ["M1", "M2"]
 N_TESTS = 4
+#: what a logged pyfunc model folder holds at least (the rest: environment files)
+MODEL_FILES = {"model/MLmodel", "model/artifacts/spec.json", "model/input_example.json"}
 
 
 def _documented_hash(path: str) -> str:
@@ -79,7 +81,7 @@ def _record_press(press: dict[str, Any], tracker: Any) -> str:
         verdicts = []
         for model in MODELS:
             det = press["detections"][model]
-            run_id = recorder.model_run(
+            run_id, _ = recorder.model_run(
                 model, press["study"], press["fits"][model], det, press["sensors"], press["path"]
             )
             verdicts.append({"model": model, "rejected": bool(det.rejected), "run_id": run_id,
@@ -117,6 +119,13 @@ def test_press_recorder(press: dict[str, Any]) -> None:
     assert [c.name for c in children] == ["model-M1", "model-M2"]
     for child, model in zip(children, MODELS):
         _check_press_child(child, press, model, digest)
+        (version,) = tracker.models[f"press-{model}"]  # one study: one version per model
+        assert version["run_id"] == child.run_id
+        assert version["source"] == f"runs:/{child.run_id}/model"
+        assert version["tags"]["greylab.data_hash"] == digest
+        assert version["tags"]["greylab.verdict"] == child.tags["greylab.verdict"]
+        assert version["tags"]["greylab.sensors"] == ",".join(press["sensors"])
+        assert child.tags["greylab.model_uri"] == f"models:/press-{model}/1"
 
 
 def _check_press_child(child: RecordedRun, press: dict[str, Any], model: str, digest: str) -> None:
@@ -147,8 +156,12 @@ def _check_press_child(child: RecordedRun, press: dict[str, Any], model: str, di
                                   "inconclusive", "min_alpha", "threshold", "fit_cost"} | {
         f"{kind}.{name}" for kind in ("param", "stderr") for name in fit.parameters
     }  # fmt: skip
-    assert set(child.artifacts) == {"fit.json", "ellipsoid.json", "detection.json", "tests.csv",
-                                    "figures/ellipsoid.png", "figures/hysteresis.png"}  # fmt: skip
+    assert {a for a in child.artifacts if not a.startswith("model/")} == {"fit.json", "ellipsoid.json", "detection.json",
+        "tests.csv", "figures/ellipsoid.png", "figures/hysteresis.png"}  # fmt: skip
+    assert MODEL_FILES <= set(child.artifacts)
+    spec = child.artifacts["model/artifacts/spec.json"]
+    assert spec["kind"] == "press" and spec["model"] == model
+    assert spec["fit"]["parameters"] == json.loads(json.dumps(fit.parameters))
     assert child.artifacts["fit.json"] == json.loads(json.dumps(fit.to_dict()))
     assert len(child.artifacts["tests.csv"]) == N_TESTS
     assert child.artifacts["figures/hysteresis.png"].startswith(PNG)
@@ -232,6 +245,27 @@ def test_drive_recorder(drive: dict[str, Any]) -> None:
                                   "result.json", "figures/fit.png", "figures/convergence.png"}  # fmt: skip
     pd.testing.assert_frame_equal(run.artifacts["history.csv"], search.history_)
     assert run.artifacts["figures/fit.png"].startswith(PNG)
+
+
+def test_drive_model_is_registered_under_its_campaign(drive: dict[str, Any]) -> None:
+    from models.drivetrain.product import DriveModel
+    from tasks.drive_records import DriveRecorder
+
+    tracker = InMemoryTracker()
+    recorder = DriveRecorder("recorders", tracker)
+    with recorder.session({"population": 4}) as run_id:
+        recorder.lineage(drive["path"], "reference:test")
+        uri = recorder.register_model(drive["search"], drive["recording"], "lab 7/<b>")
+    assert uri == "models:/drive-lab.7.b/1"  # the label reduced to a safe registry name
+    (version,) = tracker.models["drive-lab.7.b"]
+    structure = ",".join(drive["search"].best_structure_)
+    assert version["run_id"] == run_id and version["tags"]["greylab.structure"] == structure
+    assert version["tags"]["greylab.data_hash"] == tracker.runs[run_id].tags["greylab.data_hash"]
+    spec = tracker.runs[run_id].artifacts["model/artifacts/spec.json"]
+    model = DriveModel.from_dict(spec["model"])
+    assert model == DriveModel.from_search(drive["search"])
+    example = tracker.runs[run_id].artifacts["model/input_example.json"]
+    assert len(example["data"]) == 200
 
 
 # -- inverse -------------------------------------------------------------------------------
