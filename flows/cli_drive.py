@@ -18,6 +18,7 @@ from flows.cli_common import (
     write_table,
 )
 from flows.cli_settings import with_settings
+from flows.cli_validate import EXPERIMENT, ExperimentOpt, FigureOpt, TrackOpt, run_validation
 from flows.drive_settings import DriveSearch
 from methods.errors import InputError
 from tasks.study_results import DriveResult
@@ -82,6 +83,38 @@ def identify(
     with progress_bars(enabled=not as_json):
         result = run_drive_search(study, runner=runner)
     emit(result.to_dict(), as_json=as_json, human=lambda: print_drive_result(result))
+
+
+@app.command()
+def validate(
+    data: Annotated[Path, typer.Option(help="Recording not used for identification.")],
+    model: Annotated[
+        str | None, typer.Option(help="Model URI: models:/drive-<campaign>/1, runs:/<id>/model.")
+    ] = None,
+    run: Annotated[
+        str | None, typer.Option(help="Or the MLflow run id of a `drive identify`.")
+    ] = None,
+    emps_decimate: Annotated[
+        int | None,
+        typer.Option(help="EMPS .mat: keep every k-th sample; default: the model's sample time."),
+    ] = None,
+    experiment: ExperimentOpt = EXPERIMENT,
+    track: TrackOpt = True,
+    figure: FigureOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Simulate an identified drive train open loop on a new recording (its torque, its first
+    velocity and position): RMSE, fit, R^2 of velocity and position (docs/methods.md §4)."""
+    if (model is None) == (run is None):
+        raise InputError("give exactly one of --model URI or --run RUN_ID")
+    if run is not None:
+        from tasks.tracking import Tracker
+        from tasks.validation import model_uri_of_run
+
+        model = model_uri_of_run(run, Tracker())
+    assert model is not None
+    run_validation("drive", model, data, emps_decimate=emps_decimate, experiment=experiment,
+                   track=track, figure=figure, as_json=as_json)  # fmt: skip
 
 
 def print_drive_result(result: DriveResult) -> None:

@@ -12,6 +12,7 @@ from rich.markup import escape
 from flows.cli_common import emit, progress_bars, split_list, stderr, stdout, table
 from flows.cli_settings import with_settings
 from flows.ingest_settings import IngestSettings
+from methods.errors import InputError
 
 
 def register(app: typer.Typer) -> None:
@@ -105,18 +106,29 @@ def serve(
 
 
 def compare(
-    study: Annotated[str, typer.Option(help="press, drive or inverse.")],
+    study: Annotated[
+        str | None, typer.Option(help="press, drive or inverse (with --models: press, drive).")
+    ] = None,
     experiment: Annotated[str | None, typer.Option(help="Only this MLflow experiment.")] = None,
-    last: Annotated[int, typer.Option(help="How many most recent runs.")] = 20,
+    last: Annotated[int, typer.Option(help="How many most recent runs (versions per name).")] = 20,
     figure: Annotated[
         Path | None, typer.Option(help="Comparison figure (PNG); default under GREYLAB_HOME.")
     ] = None,
+    models: Annotated[
+        bool, typer.Option("--models", help="Registered model versions instead of runs.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
 ) -> None:
-    """Table of tracked runs of a study (read from MLflow) and a comparison figure."""
+    """Table of tracked runs of a study (read from MLflow) and a comparison figure; with
+    `--models` the registered model versions with their newest validation."""
     from tasks.compare import STUDIES, comparison_figure, runs_table
     from tasks.settings import load_settings
 
+    if models:
+        compare_models(study, last, as_json)
+        return
+    if study is None:
+        raise InputError("give --study press|drive|inverse, or --models")
     frame = runs_table(study, experiment=experiment, last=last)
     out = None
     if not frame.empty:
@@ -140,6 +152,34 @@ def compare(
         stdout.print(f"figure: {out}")
 
     emit(result, as_json=as_json, human=human)
+
+
+def compare_models(study: str | None, last: int, as_json: bool) -> None:
+    from tasks.compare import MODEL_LEAD, models_table
+
+    frame = models_table(study, last=last)
+    records = (
+        frame.assign(created=frame["created"].astype(str)).to_dict("records") if len(frame) else []
+    )
+    result = {"study": study, "models": records}
+
+    def human() -> None:
+        if frame.empty:
+            stdout.print("no registered greylab models found")
+            return
+        columns = [c for c in MODEL_LEAD if c != "created"] + ["validation R^2"]
+        rows = [[*(str(r[c])[:8] if c == "run_id" else r[c] for c in columns[:-1]),
+                 _validation_r2(r)] for r in frame.to_dict("records")]  # fmt: skip
+        stdout.print(table("registered models (newest version first)", columns, rows))
+
+    emit(result, as_json=as_json, human=human)
+
+
+def _validation_r2(row: dict[Any, Any]) -> str:
+    """`position 0.9956, velocity 0.9962`: the newest validation's R^2 per output."""
+    found = [(k.removeprefix("validation.").removesuffix(".r2"), v) for k, v in row.items()
+             if k.startswith("validation.") and k.endswith(".r2") and v == v]  # fmt: skip
+    return ", ".join(f"{out} {value:.4f}" for out, value in found) or "-"
 
 
 def demo(

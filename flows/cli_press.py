@@ -18,6 +18,7 @@ from flows.cli_common import (
     write_table,
 )
 from flows.cli_settings import with_settings
+from flows.cli_validate import EXPERIMENT, ExperimentOpt, FigureOpt, TrackOpt, run_validation
 from flows.press_settings import PressStudy
 from methods.errors import InputError
 from tasks.study_results import PressResult
@@ -154,6 +155,26 @@ def detect(
     with progress_bars(enabled=not as_json):
         result = run_press_study(study, runner=runner, workers=workers)
     emit(result.to_dict(), as_json=as_json, human=lambda: print_press_result(result))
+
+
+@app.command()
+def validate(
+    model: Annotated[
+        str, typer.Option(help="Model URI: models:/press-M3/1, runs:/<run id>/model.")
+    ],
+    data: Annotated[Path, typer.Option(help="Measurement table not used for fitting.")],
+    sheet: Annotated[
+        Path | None, typer.Option(help="Sensor sheet (sensor,sigma_um); default: the fit's.")
+    ] = None,
+    experiment: ExperimentOpt = EXPERIMENT,
+    track: TrackOpt = True,
+    figure: FigureOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Predict a calibrated model on new measurements: RMSE, fit, R^2 per sensor, normalised
+    residuals and the share outside the 95 % prediction band (docs/methods.md §4)."""
+    run_validation("press", model, data, sheet=sheet, experiment=experiment, track=track,
+                   figure=figure, as_json=as_json)  # fmt: skip
 
 
 def print_press_result(result: PressResult) -> None:

@@ -82,7 +82,12 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
     recording = pd.read_parquet(loaded["path"])
     recorder.result(search, recording)
     campaign = study.campaign or loaded["hash"][:12]
-    model_uri = recorder.register_model(search, recording, campaign) if study.register_model else ""
+    units = "prismatic" if loaded["source"].startswith("emps:") else "rotary"
+    model_uri = (
+        recorder.register_model(search, recording, campaign, units=units, source=loaded["source"])
+        if study.register_model
+        else ""
+    )
     return {
         "model_uri": model_uri,
         "data_hash": loaded["hash"],

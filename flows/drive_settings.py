@@ -62,12 +62,12 @@ class DriveSearch(BaseModel):
     register_model: bool = Field(
         True,
         description="Log the identified model as an MLflow model and register it as "
-        "drive-<campaign>; false (CLI: --no-register-model) skips that",
+        "drive-CAMPAIGN; false (CLI: --no-register-model) skips that",
     )
     campaign: str | None = Field(
         None,
-        description="Registered model name drive-<campaign> (letters, digits, ._-); empty = "
-        "drive-<first 12 characters of the recording's content hash>",
+        description="Registered model name drive-CAMPAIGN (letters, digits, ._-); empty = "
+        "drive-HASH, the first 12 characters of the recording's content hash",
     )
 
     @field_validator("campaign")

@@ -65,7 +65,7 @@ class PressStudy(BaseModel):
     register_model: bool = Field(
         True,
         description="Log every fitted model as an MLflow model and register it as "
-        "press-<model> (a new version per study); false (CLI: --no-register-model) skips that",
+        "press-MODEL, e.g. press-M3 (a new version per study); false (CLI: --no-register-model) skips that",
     )
 
     # Flow parameters may come from the dashboard: they name code only through the worker's

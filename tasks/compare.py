@@ -152,3 +152,55 @@ def comparison_figure(study: str, frame: pd.DataFrame) -> Any:
         axis.set_xticks(x, labels, rotation=60, fontsize=7)
     fig.tight_layout()
     return fig
+
+
+#: registry columns first; then every `validation.*` tag of the versions
+MODEL_LEAD = ["name", "version", "study", "verdict", "structure", "data_hash", "created",
+              "run_id"]  # fmt: skip
+
+
+def models_table(
+    study: str | None = None, *, last: int = 20, tracker: Tracker | None = None
+) -> pd.DataFrame:
+    """Registered greylab model versions side by side (newest first, at most `last` per
+    name): verdict (press) or structure (drive), data hash, the run that made them, and the
+    newest validation (`validation.<output>.<metric>` tags, set by `greylab … validate`)."""
+    if study is not None and study not in ("press", "drive"):
+        from methods.errors import InputError
+
+        raise InputError(f"--study {study[:40]!r}: registered models exist for press and drive")
+    client = (tracker or Tracker()).client
+    prefixes = (f"{study}-",) if study else ("press-", "drive-")
+    rows = []
+    for registered in client.search_registered_models(max_results=1000):
+        if not registered.name.startswith(prefixes):
+            continue
+        versions = client.search_model_versions(
+            f"name = '{registered.name}'",
+            max_results=max(1, last),
+            order_by=["version_number DESC"],
+        )
+        for version in versions:
+            tags = version.tags or {}
+            if "greylab.study" not in tags:
+                continue  # a model of the same name not registered by greylab
+            row = {
+                "name": version.name, "version": int(version.version),
+                "study": tags["greylab.study"], "verdict": tags.get("greylab.verdict", ""),
+                "structure": tags.get("greylab.structure", ""),
+                "data_hash": tags.get("greylab.data_hash", "")[:12],
+                "created": pd.Timestamp(version.creation_timestamp, unit="ms"),
+                "run_id": version.run_id or "",
+            }  # fmt: skip
+            row |= {k: _number(v) for k, v in sorted(tags.items()) if k.startswith("validation.")}
+            rows.append(row)
+    if not rows:
+        return pd.DataFrame()
+    return pd.DataFrame(rows).sort_values(["name", "version"], ascending=[True, False])
+
+
+def _number(text: str) -> Any:
+    try:
+        return float(text)
+    except ValueError:
+        return text

@@ -53,14 +53,17 @@ class DriveRecorder(Recorder):
         run.json(search.to_dict(), "result.json")
         self._figures(search, recording)
 
-    def register_model(self, search: Any, recording: pd.DataFrame, campaign: str) -> str:
+    def register_model(
+        self, search: Any, recording: pd.DataFrame, campaign: str, *, units: str, source: str
+    ) -> str:
         """The identified structure as the MLflow model `drive-<campaign>`
-        (`models.drivetrain.product.DriveModel`); returns its `models:/` URI. Input example:
-        the first 200 samples of the recording."""
+        (`models.drivetrain.product.DriveModel` with the recording's `units`, rotary or
+        prismatic, and `source`); returns its `models:/` URI. Input example: the first 200
+        samples of the recording."""
         from models.drivetrain.product import DriveModel
         from tasks.products import registered_name
 
-        model = DriveModel.from_search(search)
+        model = DriveModel.from_search(search, units=units, source=source)
         columns = [c for c in ("t_s", "torque_Nm", "velocity_rad_s", "position_rad")
                    if c in recording]  # fmt: skip
         structure = ",".join(search.best_structure_)

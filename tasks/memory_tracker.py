@@ -132,9 +132,18 @@ class InMemoryTracker:
                          "description": description})  # fmt: skip
         return versions[-1]["version"]
 
-    def set_model_version_tags(self, name: str, version: str, tags: Mapping[str, Any]) -> None:
+    def set_model_version_tags(
+        self, name: str, version: str, tags: Mapping[str, Any], *, replace_prefix: str = ""
+    ) -> None:
         entry = self.models[name][int(version) - 1]
+        if replace_prefix:
+            entry["tags"] = {k: v for k, v in entry["tags"].items()
+                             if not k.startswith(replace_prefix)}  # fmt: skip
         entry["tags"] |= {str(k): str(v) for k, v in tags.items()}
+
+    def model_versions(self, run_id: str) -> list[tuple[str, str]]:
+        return [(name, v["version"]) for name, versions in self.models.items()
+                for v in versions if v["run_id"] == run_id]  # fmt: skip
 
     def ui_hint(self) -> str:
         return "in memory (InMemoryTracker.runs)"

@@ -26,6 +26,7 @@ characters of the recording's content hash).
 from __future__ import annotations
 
 import json
+import logging
 import re
 import tempfile
 import warnings
@@ -74,6 +75,9 @@ def press_spec(model: str, fit: Any, *, all_sensors: list[str]) -> dict[str, Any
 # -- wrappers (loaded by MLflow in the lab's process) -------------------------------------
 class _Spec(PythonModel):
     spec: dict[str, Any]
+    #: set by `load_product`: the model's MLflow metadata (version tags at logging time) and
+    #: `run_id`, the run that logged it
+    metadata: dict[str, Any] | None = None
 
     def load_context(self, context: Any) -> None:
         self.spec = json.loads(Path(context.artifacts["spec"]).read_text(encoding="utf-8"))
@@ -209,6 +213,7 @@ def saved_pyfunc(
         model.spec = plain
         model.setup()
         output = model.predict(None, input_example)
+        logging.getLogger("mlflow.pyfunc").setLevel(logging.WARNING)  # no INFO on the console
         mlflow.pyfunc.save_model(
             root / "model",
             python_model=str(code),
@@ -263,7 +268,8 @@ def _requirements() -> list[str]:
 
 def load_product(model_uri: str) -> Any:
     """The wrapper of a logged or registered greylab model (`models:/press-M3/1`,
-    `runs:/<id>/model`), loaded through MLflow; its `spec` says what it is. InputError when
+    `runs:/<id>/model`), loaded through MLflow; its `spec` says what it is, its `metadata`
+    which run logged it (`run_id`) and on which data (`greylab.data_hash`). InputError when
     the URI names nothing loadable or no greylab model."""
     import mlflow.pyfunc
 
@@ -275,4 +281,7 @@ def load_product(model_uri: str) -> Any:
         raise InputError(text[:600]) from None
     if not isinstance(wrapper, PressPyfunc | DrivePyfunc):
         raise InputError(f"model {model_uri[:200]!r}: not a greylab press or drive model")
+    info = loaded.metadata  # logged as a folder of artifacts: the run is in greylab's tags
+    extra = info.metadata or {}
+    wrapper.metadata = {**extra, "run_id": info.run_id or extra.get("greylab.run_id", "")}
     return wrapper

@@ -19,6 +19,7 @@ params are plain setting names (`model`, `split`, `tol`, ...), metrics `param.<n
 from __future__ import annotations
 
 import logging
+import re
 import tempfile
 import time
 import warnings
@@ -200,9 +201,25 @@ class Tracker:
         )  # fmt: skip
         return str(version.version)
 
-    def set_model_version_tags(self, name: str, version: str, tags: Mapping[str, Any]) -> None:
+    def set_model_version_tags(
+        self, name: str, version: str, tags: Mapping[str, Any], *, replace_prefix: str = ""
+    ) -> None:
+        """Set `tags` on a version; with `replace_prefix`, first remove the version's other
+        tags of that prefix (a newer validation replaces the whole older one)."""
+        if replace_prefix:
+            current = self.client.get_model_version(name, version).tags or {}
+            for key in current:
+                if key.startswith(replace_prefix) and key not in tags:
+                    self.client.delete_model_version_tag(name, version, key)
         for key, value in tags.items():
             self.client.set_model_version_tag(name, version, str(key), str(value))
+
+    def model_versions(self, run_id: str) -> list[tuple[str, str]]:
+        """(name, version) of every registered version made from run `run_id`."""
+        if not re.fullmatch(r"[0-9a-f]{32}", run_id):
+            return []
+        found = self.client.search_model_versions(f"run_id = '{run_id}'")
+        return [(v.name, str(v.version)) for v in found]
 
     def ui_hint(self) -> str:
         uri = self.settings.tracking_uri

@@ -21,8 +21,7 @@ from tasks.memory_tracker import InMemoryTracker, RecordedRun
 PNG = b"\x89PNG\r\n\x1a\n"
 MODELS = ["M1", "M2"]
 N_TESTS = 4
-#: what a logged pyfunc model folder holds at least (the rest: environment files)
-MODEL_FILES = {"model/MLmodel", "model/artifacts/spec.json", "model/input_example.json"}
+MODEL_FILES = {"model/MLmodel", "model/artifacts/spec.json", "model/input_example.json"}  # +env
 
 
 def _documented_hash(path: str) -> str:
@@ -255,17 +254,18 @@ def test_drive_model_is_registered_under_its_campaign(drive: dict[str, Any]) -> 
     recorder = DriveRecorder("recorders", tracker)
     with recorder.session({"population": 4}) as run_id:
         recorder.lineage(drive["path"], "reference:test")
-        uri = recorder.register_model(drive["search"], drive["recording"], "lab 7/<b>")
+        uri = recorder.register_model(
+            drive["search"], drive["recording"], "lab 7/<b>", units="rotary", source="test"
+        )
     assert uri == "models:/drive-lab.7.b/1"  # the label reduced to a safe registry name
     (version,) = tracker.models["drive-lab.7.b"]
     structure = ",".join(drive["search"].best_structure_)
     assert version["run_id"] == run_id and version["tags"]["greylab.structure"] == structure
     assert version["tags"]["greylab.data_hash"] == tracker.runs[run_id].tags["greylab.data_hash"]
-    spec = tracker.runs[run_id].artifacts["model/artifacts/spec.json"]
-    model = DriveModel.from_dict(spec["model"])
-    assert model == DriveModel.from_search(drive["search"])
-    example = tracker.runs[run_id].artifacts["model/input_example.json"]
-    assert len(example["data"]) == 200
+    spec = tracker.runs[run_id].artifacts["model/artifacts/spec.json"]["model"]
+    assert DriveModel.from_dict(spec) == DriveModel.from_search(drive["search"], units="rotary",
+                                                                source="test")  # fmt: skip
+    assert len(tracker.runs[run_id].artifacts["model/input_example.json"]["data"]) == 200
 
 
 # -- inverse -------------------------------------------------------------------------------

@@ -1,0 +1,63 @@
+"""`greylab press validate` and `greylab drive validate`: a registered model on new data.
+
+Both commands load the model product, validate it (`tasks.validation`), print the metrics per
+output, save a figure if asked, and (unless `--no-track`) log an MLflow evaluation run and tag
+the model's registered versions with the result. Exit 2 when the data does not match the model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from flows.cli_common import emit, stderr, stdout, table
+from tasks.validation import EXPERIMENT, ValidationOutcome
+
+ExperimentOpt = Annotated[str, typer.Option(help="MLflow experiment of the evaluation run.")]
+TrackOpt = Annotated[bool, typer.Option("--track/--no-track", help="Log an MLflow evaluation run.")]
+FigureOpt = Annotated[
+    Path | None, typer.Option(help="Also save the measured-vs-predicted figure here (PNG).")
+]
+
+
+def run_validation(
+    kind: str,
+    model_uri: str,
+    data: Path,
+    *,
+    sheet: Path | None = None,
+    emps_decimate: int | None = None,
+    experiment: str = EXPERIMENT,
+    track: bool = True,
+    figure: Path | None = None,
+    as_json: bool = False,
+) -> None:
+    from tasks.recorder import validate_experiment_name
+    from tasks.validation import ValidationRecorder, validate_model
+
+    validate_experiment_name(experiment)
+    outcome = validate_model(model_uri, data, kind=kind, sheet=sheet, emps_decimate=emps_decimate)
+    if track:
+        outcome = ValidationRecorder(kind, experiment).record(outcome)
+    if figure is not None:
+        from tasks.validation import validation_figure
+
+        figure.parent.mkdir(parents=True, exist_ok=True)
+        validation_figure(outcome).savefig(figure, dpi=110)
+    result = outcome.to_dict() | {"figure": str(figure) if figure else None}
+    emit(result, as_json=as_json, human=lambda: print_validation(outcome, figure))
+
+
+def print_validation(outcome: ValidationOutcome, figure: Path | None) -> None:
+    rows = [[out, m["rmse"], m["fit"], m["r2"], m["max_abs"], int(m["n"])]
+            for out, m in outcome.metrics.items()]  # fmt: skip
+    title = f"Validation of {outcome.model_uri} on {outcome.data}"
+    stdout.print(table(title, ["output", "RMSE", "fit %", "R^2", "max |error|", "n"], rows))
+    stdout.print(outcome.summary)
+    if figure is not None:
+        stdout.print(f"figure: {figure}")
+    if outcome.run_id:
+        tagged = ", ".join(outcome.versions) or "no registered version (a runs:/ model)"
+        stderr.print(f"MLflow evaluation run {outcome.run_id}; tagged {tagged}")
