@@ -71,15 +71,17 @@ def identify(
     """Search the structure (submodels) and parameters that explain a recording."""
     from flows.drive_flow import run_drive_search
 
-    if study.data is not None:
-        data = Path(study.data)
+    for given in (study.data, study.validation_data):  # fail fast, before any server starts
+        if given is None:
+            continue
+        data = Path(given)
         if data.suffix.lower() == ".mat":
             if not data.exists():
                 raise InputError(f"{data}: file not found")
         else:
             from schemas.drive import load_drive_recording
 
-            load_drive_recording(data)  # fail fast, before any server starts
+            load_drive_recording(data)
     with progress_bars(enabled=not as_json):
         result = run_drive_search(study, runner=runner)
     emit(result.to_dict(), as_json=as_json, human=lambda: print_drive_result(result))
@@ -125,4 +127,11 @@ def print_drive_result(result: DriveResult) -> None:
     )
     rows = [[k, v] for k, v in result.parameters.items()]
     stdout.print(table("Identified parameters", ["parameter", "value"], rows))
+    if result.validation:
+        rows = [[out, m["rmse"], m["fit"], m["r2"], m["max_abs"]]
+                for out, m in result.validation.items()]  # fmt: skip
+        columns = ["output", "RMSE", "fit %", "R^2", "max |error|"]
+        stdout.print(table("Open-loop validation", columns, rows))
+    if result.model_uri:
+        stderr.print(f"registered model {result.model_uri}")
     stderr.print(f"MLflow run {result.run_id}; look: {result.tracking}")

@@ -17,6 +17,7 @@ from flows.progress import Progress
 from flows.runners import RunnerKind, run_flow
 from models.drivetrain.gp import GPSettings, RecordingFile, StructureSearch
 from models.drivetrain.gp.presets import emps_settings
+from models.drivetrain.product import DriveModel
 from tasks import drive as drive_tasks
 from tasks.cache import code_fingerprint
 from tasks.drive_records import DriveRecorder
@@ -40,7 +41,8 @@ def checkpoint_dir(data_hash: str, study: DriveSearch) -> Path:
     recording's content hash, the settings and the greylab code (`tasks.cache`), so a
     checkpoint never outlives the code or data that made it."""
     settings_key = study.model_dump(
-        mode="json", exclude={"experiment", "resume", "register_model", "campaign"}
+        mode="json",
+        exclude={"experiment", "resume", "register_model", "campaign", "validation_data"},
     )
     key = json.dumps([data_hash, settings_key, code_fingerprint()])
     return load_settings().home / "checkpoints" / hashlib.sha256(key.encode()).hexdigest()[:16]
@@ -88,7 +90,10 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
         if study.register_model
         else ""
     )
+    model = DriveModel.from_search(search, units=units, source=loaded["source"])
+    validation = _validate(study, model, model_uri, recorder) or {}
     return {
+        **validation,
         "model_uri": model_uri,
         "data_hash": loaded["hash"],
         "source": loaded["source"],
@@ -102,6 +107,23 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
         "preset": preset.value,
         "history": tuple(search.history_.to_dict("records")),
     }
+
+
+def _validate(
+    study: DriveSearch, model: DriveModel, model_uri: str, recorder: DriveRecorder
+) -> dict[str, Any] | None:
+    """The identified model simulated on `study.validation_data`, as an evaluation run of
+    the study's experiment linked to this run (and its registered version)."""
+    if not study.validation_data:
+        return None
+    from tasks.validation import ValidationRecorder, validate_drive_model
+
+    outcome = validate_drive_model(
+        model, Path(study.validation_data), model_uri=model_uri or f"runs:/{recorder.run_id}",
+        model_run_id=recorder.run_id, emps_decimate=study.emps_decimate,
+    )  # fmt: skip
+    recorded = ValidationRecorder("drive", study.experiment, recorder.tracker).record(outcome)
+    return {"validation": recorded.metrics, "validation_run_id": recorded.run_id}
 
 
 def run_drive_search(study: DriveSearch, *, runner: RunnerKind | str = "thread") -> DriveResult:

@@ -39,6 +39,11 @@ class DriveSearch(BaseModel):
     )
     noise_percent: float = Field(0.0, ge=0, description="Velocity noise, % of its range")
     reference_seed: int = Field(0, description="Noise seed of the simulated reference recording")
+    validation_data: Annotated[str | None, Cli(path=True)] = Field(
+        None,
+        description="Recording (CSV/Parquet or EMPS .mat) not used for identification: the "
+        "identified model is simulated on it open loop (greylab drive validate)",
+    )
     emps_decimate: int = Field(10, ge=1, description="EMPS: keep every k-th sample")
     preset: DrivePreset | None = Field(
         None, description="Settings preset; empty = emps for a .mat file, else the paper's"

@@ -35,7 +35,11 @@ class DriveRecorder(Recorder):
         self.cache_tags(
             {
                 "greylab.cache": (
-                    "miss" if not resumed else "hit" if resumed >= search.generations else "partial"
+                    "miss"
+                    if not resumed
+                    else "hit"
+                    if resumed >= search.settings.generations
+                    else "partial"
                 ),
                 "greylab.cached_steps": f"generations 1-{resumed}" if resumed else "-",
             }

@@ -181,8 +181,12 @@ def drive_input(frame: pd.DataFrame, dt: float) -> pd.DataFrame:
     data = frame.apply(pd.to_numeric, errors="coerce") if len(frame) else frame
     columns = [c for c in ("t_s", "torque_Nm", "velocity_rad_s", "position_rad") if c in data]
     values = data[columns].to_numpy(float)
-    if len(values) < 2 or not np.isfinite(values).all():
-        raise InputError("drive input: needs at least 2 rows of finite t_s and torque_Nm")
+    if len(values) < 2:
+        raise InputError(f"drive input: needs at least 2 rows, got {len(values)}")
+    bad = np.argwhere(~np.isfinite(values))
+    if bad.size:
+        row, col = (int(i) for i in bad[0])
+        raise InputError(f"drive input: column {columns[col]} row {row} is not a finite number")
     step = np.diff(values[:, 0])
     if np.max(np.abs(step - dt)) > 1e-3 * dt:
         raise InputError(
@@ -269,16 +273,24 @@ def _requirements() -> list[str]:
 def load_product(model_uri: str) -> Any:
     """The wrapper of a logged or registered greylab model (`models:/press-M3/1`,
     `runs:/<id>/model`), loaded through MLflow; its `spec` says what it is, its `metadata`
-    which run logged it (`run_id`) and on which data (`greylab.data_hash`). InputError when
+    which run logged it (`run_id`) and on which data (`greylab.data_hash`). `models:/` URIs
+    resolve in greylab's tracking store (`MLFLOW_TRACKING_URI` or the default under
+    `GREYLAB_HOME`, `tasks.settings`). InputError when
     the URI names nothing loadable or no greylab model."""
     import mlflow.pyfunc
 
+    from tasks.settings import load_settings
+
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(load_settings().tracking_uri)  # greylab's store, as the studies use
     try:
         loaded = mlflow.pyfunc.load_model(model_uri)
         wrapper = loaded.unwrap_python_model()
     except Exception as exc:
         text = f"model {model_uri[:200]!r}: cannot be loaded ({type(exc).__name__}: {exc})"
         raise InputError(text[:600]) from None
+    finally:
+        mlflow.set_tracking_uri(previous)
     if not isinstance(wrapper, PressPyfunc | DrivePyfunc):
         raise InputError(f"model {model_uri[:200]!r}: not a greylab press or drive model")
     info = loaded.metadata  # logged as a folder of artifacts: the run is in greylab's tags

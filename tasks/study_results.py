@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>|~])")
@@ -105,6 +105,9 @@ class DriveResult:
     tracking: str
     history: tuple[dict[str, Any], ...] = ()
     model_uri: str = ""  # the registered MLflow model (models:/drive-<campaign>/<version>)
+    #: open-loop validation on `validation_data`: output -> rmse, fit, r2, max_abs, n
+    validation: dict[str, dict[str, float]] = field(default_factory=dict)
+    validation_run_id: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON of `greylab drive identify --json` (the per-generation history is in
@@ -123,8 +126,16 @@ class DriveResult:
             f"generations, preset {cell(self.preset)}", "",
             markdown_table(["parameter", "value"], rows), "",
             f"MLflow run {cell(self.run_id)}, data hash {cell(self.data_hash[:12])}, "
-            f"registered model {cell(self.model_uri or '-')}",
+            f"registered model {cell(self.model_uri or '-')}", *self._validation_lines(),
         ])  # fmt: skip
+
+    def _validation_lines(self) -> list[str]:
+        if not self.validation:
+            return []
+        rows = [[out, m["rmse"], m["fit"], m["r2"], m["max_abs"]]
+                for out, m in self.validation.items()]  # fmt: skip
+        return ["", f"## Open-loop validation (MLflow run {cell(self.validation_run_id)})", "",
+                markdown_table(["output", "RMSE", "fit %", "R^2", "max abs error"], rows)]  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -94,41 +94,38 @@ def validate_model(
         raise InputError(
             f"model {model_uri[:200]!r} is a {found} model; use `greylab {found} validate`"
         )
-    if kind == "press":
-        frame, result = _validate_press(wrapper, data, sheet)
-    else:
-        frame, result = _validate_drive(wrapper, data, emps_decimate)
-    metadata = wrapper.metadata or {}
-    return ValidationOutcome(
-        model_uri=model_uri, kind=kind, data=str(data), data_hash=content_hash(frame),
-        model_run_id=str(metadata.get("run_id", "")), metrics=result.metrics,
-        details=result.to_dict(), summary=result.summary(), result=result, frame=frame,
-    )  # fmt: skip
-
-
-def _validate_press(wrapper: Any, data: Path, sheet: Path | None) -> tuple[pd.DataFrame, Any]:
-    """Per-sensor validation; sigma from the fit, overridden per sensor by a sheet."""
+    run_id = str((wrapper.metadata or {}).get("run_id", ""))
+    if kind == "drive":
+        return validate_drive_model(
+            wrapper.model, data, model_uri=model_uri, model_run_id=run_id,
+            emps_decimate=emps_decimate,
+        )  # fmt: skip
     from methods.press.prediction import validate_predictions
     from schemas.press import load_press_table, load_sensor_sheet
 
     frame = load_press_table(data)
-    sigma = dict(wrapper.spec["fit"]["sigma"])
+    sigma = dict(wrapper.spec["fit"]["sigma"])  # the fit's, a sheet overrides per sensor
     if sheet is not None:
         sigma |= load_sensor_sheet(sheet, sensors=sorted(frame["sensor"].astype(str).unique()))
     result = validate_predictions(
         wrapper.model, wrapper.parameters, wrapper.covariance, sigma, frame
     )
-    return frame, result
+    return _outcome(model_uri, "press", data, frame, result, run_id)
 
 
-def _validate_drive(
-    wrapper: Any, data: Path, emps_decimate: int | None
-) -> tuple[pd.DataFrame, Any]:
-    """Open-loop validation; an EMPS `.mat` record is loaded at the model's sample time."""
+def validate_drive_model(
+    model: Any,
+    data: Path,
+    *,
+    model_uri: str,
+    model_run_id: str = "",
+    emps_decimate: int | None = None,
+) -> ValidationOutcome:
+    """Open-loop validation of a `DriveModel` on a recording; an EMPS `.mat` record is loaded
+    at the model's sample time (or every `emps_decimate`-th sample)."""
     from models.drivetrain.product import validate
     from schemas.drive import load_drive_recording, load_emps
 
-    model = wrapper.model
     if data.suffix.lower() == ".mat":
         if model.units != "prismatic":
             raise InputError(
@@ -141,7 +138,18 @@ def _validate_drive(
         frame = load_emps(data, decimate=emps_decimate)
     else:
         frame = load_drive_recording(data)
-    return frame, validate(model, frame, source=str(data))
+    result = validate(model, frame, source=str(data))
+    return _outcome(model_uri, "drive", data, frame, result, model_run_id)
+
+
+def _outcome(
+    uri: str, kind: str, data: Path, frame: pd.DataFrame, result: Any, run_id: str
+) -> ValidationOutcome:
+    return ValidationOutcome(
+        model_uri=uri, kind=kind, data=str(data), data_hash=content_hash(frame),
+        model_run_id=run_id, metrics=result.metrics, details=result.to_dict(),
+        summary=result.summary(), result=result, frame=frame,
+    )  # fmt: skip
 
 
 class ValidationRecorder(Recorder):

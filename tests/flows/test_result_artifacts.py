@@ -94,3 +94,23 @@ def test_inverse_and_ingest_results_render_their_rows_escaped() -> None:
     assert r"\[x\]\(y\).csv | quarantined | bad" in text and "ok.csv" not in text
     assert ingest.to_dict() == {**report, "run_id": "run-9", "tracking": {"run_id": "run-9"},
                                 "studies": []}  # fmt: skip
+
+
+def test_drive_flow_registers_validates_and_resumes(private_prefect: None, tmp_path: Path) -> None:
+    from flows.drive_flow import DriveSearch, run_drive_search
+    from models.drivetrain import reference_recording
+    from tasks.validation import validate_model
+
+    recording = tmp_path / "validation.csv"
+    reference_recording(noise=0.01, seed=3).to_csv(recording, index=False)
+    study = DriveSearch(population=4, generations=2, campaign="t1", validation_data=str(recording))
+    first = run_drive_search(study, runner="thread")
+    again = run_drive_search(study, runner="thread")  # the same search: from its checkpoint
+    assert (first.model_uri, again.model_uri) == ("models:/drive-t1/1", "models:/drive-t1/2")
+    assert first.resumed_from is None and again.resumed_from == 2
+    assert again.best_structure == first.best_structure
+    # the flow's validation equals validating the registered model on the same file
+    direct = validate_model(first.model_uri, recording, kind="drive")
+    assert first.validation == direct.metrics and set(direct.metrics) == {"velocity", "position"}
+    assert first.validation_run_id and "Open-loop validation" in first.markdown()
+    assert first.to_dict()["validation"] == first.validation

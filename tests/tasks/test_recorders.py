@@ -182,28 +182,6 @@ def test_a_failing_session_ends_failed() -> None:
 
 
 # -- drive ---------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def drive(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """A real two-generation structure search on a short noise-free recording."""
-    from models.drivetrain.excitation import reference_recording
-    from models.drivetrain.gp.search import StructureSearch
-    from models.drivetrain.gp.settings import IdentificationSettings
-    from schemas.storage import store_table
-    from tasks.recorder import content_hash
-
-    recording = reference_recording(["one_mass", "viscous", "coulomb"], duration=0.6)
-    folder = tmp_path_factory.mktemp("drive")
-    path = str(store_table(recording, folder, content_hash(recording)))
-    bests: list[Any] = []
-    search = StructureSearch(
-        population=4, generations=2, seed=2,
-        allowed=("one_mass", "two_mass", "coulomb", "viscous", "gravity"),
-        identification=IdentificationSettings(n_starts=1, max_nfev=15, jit=False),
-        progress=lambda g, n, best: bests.append((g, best)),
-    ).fit(recording)  # fmt: skip
-    return dict(recording=recording, path=path, search=search, bests=bests)
-
-
 def _record_drive(drive: dict[str, Any], tracker: Any) -> str:
     from tasks.drive_records import DriveRecorder
 
@@ -244,28 +222,6 @@ def test_drive_recorder(drive: dict[str, Any]) -> None:
                                   "result.json", "figures/fit.png", "figures/convergence.png"}  # fmt: skip
     pd.testing.assert_frame_equal(run.artifacts["history.csv"], search.history_)
     assert run.artifacts["figures/fit.png"].startswith(PNG)
-
-
-def test_drive_model_is_registered_under_its_campaign(drive: dict[str, Any]) -> None:
-    from models.drivetrain.product import DriveModel
-    from tasks.drive_records import DriveRecorder
-
-    tracker = InMemoryTracker()
-    recorder = DriveRecorder("recorders", tracker)
-    with recorder.session({"population": 4}) as run_id:
-        recorder.lineage(drive["path"], "reference:test")
-        uri = recorder.register_model(
-            drive["search"], drive["recording"], "lab 7/<b>", units="rotary", source="test"
-        )
-    assert uri == "models:/drive-lab.7.b/1"  # the label reduced to a safe registry name
-    (version,) = tracker.models["drive-lab.7.b"]
-    structure = ",".join(drive["search"].best_structure_)
-    assert version["run_id"] == run_id and version["tags"]["greylab.structure"] == structure
-    assert version["tags"]["greylab.data_hash"] == tracker.runs[run_id].tags["greylab.data_hash"]
-    spec = tracker.runs[run_id].artifacts["model/artifacts/spec.json"]["model"]
-    assert DriveModel.from_dict(spec) == DriveModel.from_search(drive["search"], units="rotary",
-                                                                source="test")  # fmt: skip
-    assert len(tracker.runs[run_id].artifacts["model/input_example.json"]["data"]) == 200
 
 
 # -- inverse -------------------------------------------------------------------------------
