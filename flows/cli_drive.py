@@ -18,7 +18,14 @@ from flows.cli_common import (
     write_table,
 )
 from flows.cli_settings import with_settings
-from flows.cli_validate import EXPERIMENT, ExperimentOpt, FigureOpt, TrackOpt, run_validation
+from flows.cli_validate import (
+    EXPERIMENT,
+    ExperimentOpt,
+    FigureOpt,
+    TrackOpt,
+    metrics_table,
+    run_validation,
+)
 from flows.drive_settings import DriveSearch
 from methods.errors import InputError
 from tasks.study_results import DriveResult
@@ -128,10 +135,7 @@ def print_drive_result(result: DriveResult) -> None:
     rows = [[k, v] for k, v in result.parameters.items()]
     stdout.print(table("Identified parameters", ["parameter", "value"], rows))
     if result.validation:
-        rows = [[out, m["rmse"], m["fit"], m["r2"], m["max_abs"]]
-                for out, m in result.validation.items()]  # fmt: skip
-        columns = ["output", "RMSE", "fit %", "R^2", "max |error|"]
-        stdout.print(table("Open-loop validation", columns, rows))
+        stdout.print(metrics_table("Open-loop validation", result.validation))
     if result.model_uri:
         stderr.print(f"registered model {result.model_uri}")
     stderr.print(f"MLflow run {result.run_id}; look: {result.tracking}")

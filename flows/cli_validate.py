@@ -8,7 +8,7 @@ the model's registered versions with the result. Exit 2 when the data does not m
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -50,11 +50,16 @@ def run_validation(
     emit(result, as_json=as_json, human=lambda: print_validation(outcome, figure))
 
 
-def print_validation(outcome: ValidationOutcome, figure: Path | None) -> None:
+def metrics_table(title: str, metrics: dict[str, dict[str, float]]) -> Any:
+    """RMSE, fit, R^2, max |error| and n per output (`methods.validation.output_metrics`)."""
     rows = [[out, m["rmse"], m["fit"], m["r2"], m["max_abs"], int(m["n"])]
-            for out, m in outcome.metrics.items()]  # fmt: skip
+            for out, m in metrics.items()]  # fmt: skip
+    return table(title, ["output", "RMSE", "fit %", "R^2", "max |error|", "n"], rows)
+
+
+def print_validation(outcome: ValidationOutcome, figure: Path | None) -> None:
     title = f"Validation of {outcome.model_uri} on {outcome.data}"
-    stdout.print(table(title, ["output", "RMSE", "fit %", "R^2", "max |error|", "n"], rows))
+    stdout.print(metrics_table(title, outcome.metrics))
     stdout.print(outcome.summary)
     if figure is not None:
         stdout.print(f"figure: {figure}")
