@@ -7,9 +7,10 @@ ellipsoid; for the drive train `models.drivetrain.product.DriveModel.to_dict()`)
 three-line `model code` file that builds the wrapper below ("models from code": nothing is
 unpickled). Neither wrapper imports Prefect.
 
-Press (`PressPyfunc`), input columns: `force_N` (the ordered force scenario, one row per step
-in order; with `step` the rows may come in any order and repeat per sensor), optional `step`
-(int) and `sensor` (str, restricts the output to those sensors). Output, one row per (step,
+Press (`PressPyfunc`), input columns: `force_N` (float: the ordered force scenario, one row per
+step in order; with `step` the rows may come in any order and repeat per sensor), optional
+`step` (int) and `sensor` (str, restricts the output to those sensors). MLflow's schema check
+refuses an int64 `force_N` (not safely convertible): pass floats (`10e3`, `.astype(float)`). Output, one row per (step,
 sensor): `step`, `force_N`, `sensor`, `displacement_um` (prediction) and `std_um` (its
 standard deviation from the parameter covariance, delta method).
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import tempfile
 import warnings
@@ -54,7 +56,7 @@ _CODE = (
 def registered_name(study: str, label: str) -> str:
     """`press-M3`, `drive-emps`: the study and a label reduced to letters, digits and `._-`
     (at most 100 characters; a registry name is also a URI path segment)."""
-    cleaned = _NAME_CHARS.sub(".", str(label)).strip(".-_")[:90]
+    cleaned = _NAME_CHARS.sub(".", str(label)).strip(".-_")[:90].rstrip(".-_")
     if not cleaned:
         raise InputError(f"model name label {str(label)[:80]!r}: needs a letter or digit")
     return f"{study}-{cleaned}"
@@ -147,8 +149,10 @@ def press_scenario(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     if force_column is None:
         raise InputError(f"press input: needs a column force_N; it has {list(frame.columns)[:20]}")
     forces = pd.to_numeric(frame[force_column], errors="coerce").to_numpy(float)
-    if forces.size == 0 or not np.isfinite(forces).all():
-        bad = int(np.argmin(np.isfinite(forces))) if forces.size else 0
+    if forces.size == 0:
+        raise InputError("press input: no rows; give one force_N per step of the scenario")
+    if not np.isfinite(forces).all():
+        bad = int(np.argmin(np.isfinite(forces)))
         raise InputError(f"press input: {force_column} must be finite numbers (row {bad})")
     if "step" not in frame:
         return np.arange(forces.size), forces
@@ -189,9 +193,11 @@ def drive_input(frame: pd.DataFrame, dt: float) -> pd.DataFrame:
         raise InputError(f"drive input: column {columns[col]} row {row} is not a finite number")
     step = np.diff(values[:, 0])
     if np.max(np.abs(step - dt)) > 1e-3 * dt:
+        worst = int(np.argmax(np.abs(step - dt)))
         raise InputError(
-            f"drive input: sample time {float(np.median(step)):g} s (or not uniform) does not "
-            f"match the model's {dt:g} s; resample the recording"
+            f"drive input: the model's sample time is {dt:g} s, but t_s steps by "
+            f"{float(step[worst]):g} s from row {worst} to {worst + 1}; give a uniform "
+            "recording on the model's grid (resample it)"
         )
     return data[columns].reset_index(drop=True)
 
@@ -243,6 +249,12 @@ def _plain(obj: Any) -> Any:
     return obj
 
 
+#: MLflow column types of the optional inputs (declared even when an example lacks them:
+#: MLflow drops undeclared columns silently, and a sensor or an initial state would be ignored)
+_OPTIONAL_TYPES = {"step": "long", "sensor": "string", "velocity_rad_s": "double",
+                   "position_rad": "double"}  # fmt: skip
+
+
 def _signature(example: pd.DataFrame, output: pd.DataFrame, optional: tuple[str, ...]) -> Any:
     from mlflow.models import ModelSignature, infer_signature
     from mlflow.types import ColSpec, Schema
@@ -250,10 +262,10 @@ def _signature(example: pd.DataFrame, output: pd.DataFrame, optional: tuple[str,
     with warnings.catch_warnings():  # the hint on integer columns: `step` is an int by design
         warnings.simplefilter("ignore", UserWarning)
         inferred = infer_signature(example, output)
-    inputs = Schema(
-        [ColSpec(c.type, c.name, required=c.name not in optional) for c in inferred.inputs.inputs]
-    )
-    return ModelSignature(inputs=inputs, outputs=inferred.outputs)
+    given = {c.name: c.type for c in inferred.inputs.inputs}
+    columns: list[Any] = [ColSpec(t, n, required=n not in optional) for n, t in given.items()]
+    columns += [ColSpec(_OPTIONAL_TYPES[n], n, required=False) for n in optional if n not in given]
+    return ModelSignature(inputs=Schema(columns), outputs=inferred.outputs)
 
 
 def _requirements() -> list[str]:
@@ -274,15 +286,18 @@ def load_product(model_uri: str) -> Any:
     """The wrapper of a logged or registered greylab model (`models:/press-M3/1`,
     `runs:/<id>/model`), loaded through MLflow; its `spec` says what it is, its `metadata`
     which run logged it (`run_id`) and on which data (`greylab.data_hash`). `models:/` URIs
-    resolve in greylab's tracking store (`MLFLOW_TRACKING_URI` or the default under
-    `GREYLAB_HOME`, `tasks.settings`). InputError when
+    resolve in `MLFLOW_TRACKING_URI`, else in greylab's default store under `GREYLAB_HOME`
+    (`tasks.settings`). InputError when
     the URI names nothing loadable or no greylab model."""
     import mlflow.pyfunc
 
     from tasks.settings import load_settings
 
-    previous = mlflow.get_tracking_uri()
-    mlflow.set_tracking_uri(load_settings().tracking_uri)  # greylab's store, as the studies use
+    # greylab's store, as the studies use it; set through the environment only when the
+    # caller has not chosen one, and restored (no process-wide MLflow state is left behind)
+    chosen = "MLFLOW_TRACKING_URI" in os.environ
+    if not chosen:
+        os.environ["MLFLOW_TRACKING_URI"] = load_settings().tracking_uri
     try:
         loaded = mlflow.pyfunc.load_model(model_uri)
         wrapper = loaded.unwrap_python_model()
@@ -290,7 +305,8 @@ def load_product(model_uri: str) -> Any:
         text = f"model {model_uri[:200]!r}: cannot be loaded ({type(exc).__name__}: {exc})"
         raise InputError(text[:600]) from None
     finally:
-        mlflow.set_tracking_uri(previous)
+        if not chosen:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
     if not isinstance(wrapper, PressPyfunc | DrivePyfunc):
         raise InputError(f"model {model_uri[:200]!r}: not a greylab press or drive model")
     info = loaded.metadata  # logged as a folder of artifacts: the run is in greylab's tags

@@ -24,7 +24,6 @@ from typing import Any
 
 import casadi as ca
 import numpy as np
-from scipy import optimize
 
 from methods.errors import InputError
 from methods.press.lm import StopReason, Tolerances, levenberg_marquardt
@@ -188,6 +187,8 @@ def _trf(
         x0 = np.clip(x0, lo + 1e-10 * span, hi - 1e-10 * span)
     try:
         with np.errstate(all="ignore"):  # trial points of a runaway overflow
+            from scipy import optimize  # imported on use (a model product stays light)
+
             res = optimize.least_squares(
                 lambda x: ev(x)[0], x0, jac=lambda x: ev(x)[1], bounds=(lo, hi),
                 method="trf", x_scale="jac", xtol=1e-15, ftol=1e-15, gtol=1e-15,

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
 
 from methods.errors import InputError
 
@@ -37,6 +36,8 @@ class Ellipsoid:
         ev, vec = np.linalg.eigh(0.5 * (C + C.T))
         if ev[0] <= 0:
             raise InputError("covariance is not positive definite: no ellipsoid")
+        from scipy import stats  # imported on use: a loaded model product stays light
+
         q = float(stats.chi2.ppf(level, c.size))
         return cls(c, C, float(level), q, np.sqrt(q * ev), vec, tuple(names))
 

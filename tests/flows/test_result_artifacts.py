@@ -41,7 +41,8 @@ def test_json_of_the_results_keeps_its_keys() -> None:
                         "reference", "ui", ({"generation": 0},))  # fmt: skip
     assert set(drive.to_dict()) == {"best_structure", "best_codes", "parameters", "rss",
                                     "fitness", "generations", "run_id", "data_hash", "source",
-                                    "resumed_from", "preset", "model_uri"}  # fmt: skip
+                                    "resumed_from", "preset", "model_uri", "validation",
+                                    "validation_run_id"}  # fmt: skip
 
 
 @pytest.fixture

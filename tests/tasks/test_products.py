@@ -275,7 +275,7 @@ PRESS_BAD = {
     "no force_N": (pd.DataFrame({"force": [1e4, 2e4]}), r"missing inputs \['force_N'\]"),
     "NaN force": (pd.DataFrame({"force_N": [1e4, np.nan]}), r"force_N must be finite.*row 1"),
     "inf force": (pd.DataFrame({"force_N": [np.inf, 1e4]}), r"force_N must be finite.*row 0"),
-    "no rows": (pd.DataFrame({"force_N": pd.Series([], dtype=float)}), r"force_N must be finite"),
+    "no rows": (pd.DataFrame({"force_N": pd.Series([], dtype=float)}), r"no rows; give one force_N"),
     "unknown sensor": (pd.DataFrame({"force_N": [1e4], "sensor": ["../nope"]}),
                        r"sensor\(s\) \['\.\./nope'\] not in the model; it has \['D_vertical'"),
     "two forces": (pd.DataFrame({"step": [0, 3, 3], "force_N": [1e4, 2e4, 2.5e4]}),
@@ -296,9 +296,9 @@ def _drive_bad(recording: pd.DataFrame) -> dict[str, tuple[pd.DataFrame, str]]:
     nan_torque = recording["torque_Nm"].mask(recording.index == 7)
     return {
         "wrong sample time": (recording.assign(t_s=2 * recording["t_s"]),
-                              r"sample time 0\.002 s.*model's 0\.001 s"),
-        "non-uniform time": (recording.assign(t_s=uneven), r"not uniform"),
-        "backwards time": (recording.iloc[::-1], r"sample time -0\.001 s"),
+                              r"model's sample time is 0\.001 s, but t_s steps by 0\.002 s"),
+        "non-uniform time": (recording.assign(t_s=uneven), r"steps by [0-9.e-]+ s from row \d+"),
+        "backwards time": (recording.iloc[::-1], r"t_s steps by -0\.001 s"),
         "one row": (recording.head(1), r"at least 2 rows"),
         "no rows": (recording.head(0), r"at least 2 rows"),
         "no torque_Nm": (recording[["t_s", "velocity_rad_s"]],

@@ -220,3 +220,34 @@ def test_emps_record_needs_a_prismatic_model(env) -> None:
     with pytest.raises(InputError, match="prismatic"):
         validate_model("models:/drive-bench/1", emps_pulses_path(), kind="drive")
     assert np.isfinite(env["drive"].dt)
+
+
+def test_an_example_without_the_initial_state_still_declares_it(env) -> None:
+    """MLflow drops input columns its signature does not declare: a model registered from a
+    recording without position_rad must still take the caller's initial position."""
+    import mlflow.pyfunc
+
+    from tasks.products import saved_pyfunc
+
+    example = reference_recording(duration=0.05)[["t_s", "torque_Nm", "velocity_rad_s"]]
+    spec = {"kind": "drive", "model": env["drive"].to_dict()}
+    with saved_pyfunc(spec, input_example=example, metadata={}) as folder:
+        loaded = mlflow.pyfunc.load_model(str(folder))
+        moved = loaded.predict(example.assign(position_rad=5.0))
+    _, position = env["drive"].simulate(example["torque_Nm"].to_numpy(), position0=5.0)
+    np.testing.assert_allclose(moved["position_rad"], position, rtol=1e-12)
+    assert moved["position_rad"].iloc[0] == 5.0
+
+
+def test_loading_a_product_leaves_no_tracking_uri_behind(env, monkeypatch) -> None:
+    import os
+
+    from tasks.products import load_product
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")  # greylab's default store under GREYLAB_HOME
+    monkeypatch.setenv("GREYLAB_HOME", str(env["root"] / "elsewhere"))
+    with pytest.raises(InputError, match="press-M3"):  # not in the default store
+        load_product("models:/press-M3/1")
+    assert "MLFLOW_TRACKING_URI" not in os.environ
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", env["env"]["MLFLOW_TRACKING_URI"])
+    assert load_product("models:/press-M3/1").spec["model"] == "M3"  # the caller's choice
