@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 from prefect import flow
 
-from flows.artifacts import publish_result
+from flows.artifacts import finish, flow_run_tags
 from flows.drive_settings import DrivePreset, DriveSearch
 from flows.progress import Progress
 from flows.runners import RunnerKind, run_flow
@@ -24,16 +24,17 @@ from tasks.drive_records import DriveRecorder
 from tasks.settings import load_settings
 from tasks.study_results import DriveResult
 
+#: the Prefect form's defaults (a complete form, not an optional one collapsed to None)
+DEFAULT_STUDY = DriveSearch()
 
-@flow(name="drive-structure-search", log_prints=True)
-def drive_structure_search(study: DriveSearch | None = None) -> DriveResult:
-    study = study or DriveSearch()
+
+@flow(name="drive-structure-search", log_prints=True, persist_result=True, result_serializer="json")
+def drive_structure_search(study: DriveSearch = DEFAULT_STUDY) -> DriveResult:
     recorder = DriveRecorder(study.experiment)
-    with recorder.session(study.model_dump(mode="json")) as run_id:
+    with recorder.session(study.model_dump(mode="json"), tags=flow_run_tags()) as run_id:
         result = _run(study, recorder)
     outcome = DriveResult(**result, run_id=run_id, tracking=recorder.tracker.ui_hint())
-    publish_result(outcome, "drive-result", "best structure and parameters")
-    return outcome
+    return finish(outcome, "drive-result", "best structure and parameters", recorder)
 
 
 def checkpoint_dir(data_hash: str, study: DriveSearch) -> Path:

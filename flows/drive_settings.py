@@ -34,11 +34,13 @@ class DriveSearch(BaseModel):
         None, description="Recording (CSV/Parquet) or EMPS .mat; empty = the paper's reference"
     )
     reference_structure: list[str] = Field(
-        default_factory=lambda: [str(getattr(k, "value", k)) for k in REFERENCE_STRUCTURE],
+        [str(getattr(k, "value", k)) for k in REFERENCE_STRUCTURE],
         description="True structure of the simulated reference recording",
     )
     noise_percent: float = Field(0.0, ge=0, description="Velocity noise, % of its range")
-    reference_seed: int = Field(0, description="Noise seed of the simulated reference recording")
+    reference_seed: int = Field(
+        0, ge=0, description="Noise seed of the simulated reference recording"
+    )
     validation_data: Annotated[str | None, Cli(path=True)] = Field(
         None,
         description="Recording (CSV/Parquet or EMPS .mat) not used for identification: the "
@@ -50,10 +52,10 @@ class DriveSearch(BaseModel):
     )
     population: int = Field(10, ge=2, description="Individuals per generation")
     generations: int = Field(10, ge=1, description="Generations")
-    seed: int = Field(0, description="Seed of the search")
+    seed: int = Field(0, ge=0, description="Seed of the search")
     test_fraction: float = Field(0.0, ge=0, lt=0.9, description="Held-out tail for fitness")
     nominals: Annotated[dict[str, float], Cli(name="nominal")] = Field(
-        default_factory=dict,
+        {},
         description="Parameter nominals, name=value (CLI: repeat the option); bounds 50..200 %",
     )
     batch_size: int = Field(0, ge=0, description="Individuals per task; 0 = spread over workers")

@@ -14,19 +14,21 @@ from typing import Any
 
 from prefect import flow
 
-from flows.artifacts import publish_result
+from flows.artifacts import finish
 from flows.ingest_settings import IngestSettings
 from methods.errors import InputError
 from tasks import ingest as ingest_tasks
 from tasks.settings import load_settings
 from tasks.study_results import IngestResult
 
+#: the Prefect form's defaults (a complete form, not an optional one collapsed to None)
+DEFAULT_SETTINGS = IngestSettings()
+
 __all__ = ["IngestSettings", "ingest_lab_data", "run_ingest", "track_report"]
 
 
-@flow(name="ingest-lab-data", log_prints=True)
-def ingest_lab_data(settings: IngestSettings | None = None) -> IngestResult:
-    settings = settings or IngestSettings()
+@flow(name="ingest-lab-data", log_prints=True, persist_result=True, result_serializer="json")
+def ingest_lab_data(settings: IngestSettings = DEFAULT_SETTINGS) -> IngestResult:
     inbox, data_root = settings.folders()
     if inbox == data_root / "inbox":
         inbox.mkdir(parents=True, exist_ok=True)  # the default inbox may simply not exist yet
@@ -41,8 +43,7 @@ def ingest_lab_data(settings: IngestSettings | None = None) -> IngestResult:
     if settings.trigger_studies and not settings.dry_run:
         studies = [_start_study(study, campaign, data_root) for study, campaign in report.new_data]
     result = IngestResult(report.to_dict(), tracking.get("run_id"), tracking, tuple(studies))
-    publish_result(result, "ingest-result", "counts and files not ingested")
-    return result
+    return finish(result, "ingest-result", "counts and files not ingested")
 
 
 def track_report(report: ingest_tasks.IngestReport, settings: IngestSettings) -> dict[str, Any]:

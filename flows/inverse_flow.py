@@ -16,7 +16,7 @@ from typing import Any
 from prefect import flow
 from prefect.futures import as_completed
 
-from flows.artifacts import publish_result
+from flows.artifacts import finish, flow_run_tags
 from flows.inverse_settings import InverseStudy
 from flows.progress import Progress
 from flows.runners import RunnerKind, run_flow
@@ -26,28 +26,30 @@ from tasks import inverse as inverse_tasks
 from tasks.inverse_records import InverseRecorder
 from tasks.study_results import InverseResult
 
+#: the Prefect form's defaults (a complete form, not an optional one collapsed to None)
+DEFAULT_STUDY = InverseStudy()
+
 __all__ = ["InverseStudy", "inverse_simulation", "run_inverse_study"]
 
 
-@flow(name="inverse-simulation", log_prints=True)
-def inverse_simulation(study: InverseStudy | None = None) -> InverseResult:
+@flow(name="inverse-simulation", log_prints=True, persist_result=True, result_serializer="json")
+def inverse_simulation(study: InverseStudy = DEFAULT_STUDY) -> InverseResult:
     """Run every system x step size of `study`; returns the typed result (see `_run`)."""
-    study = study or InverseStudy()
     inverse_tasks.check_study(
         study.systems, study.overrides, study.demand, study.t_end, study.step_sizes()
     )
     recorder = InverseRecorder(study.experiment)
-    with recorder.session(study.model_dump(mode="json")) as parent:
+    with recorder.session(study.model_dump(mode="json"), tags=flow_run_tags()) as parent:
         result = _run(study, recorder)
         failed = [r for r in result["runs"] if r["status"] == "failed"]
         recorder.failed = bool(failed)
     outcome = InverseResult(
         tuple(result["runs"]), result["n_failed"], parent, recorder.tracker.ui_hint()
     )
-    publish_result(outcome, "inverse-result", "one row per system x step size")
+    state = finish(outcome, "inverse-result", "one row per system x step size", recorder)
     if failed and study.raise_on_failure:
         raise _failure(failed, parent)
-    return outcome
+    return state
 
 
 def _run(study: InverseStudy, recorder: InverseRecorder) -> dict[str, Any]:

@@ -26,7 +26,7 @@ class InverseStudy(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     systems: Annotated[list[str], Cli(hidden=True)] = Field(
-        default_factory=lambda: ["planar_crane"],
+        ["planar_crane"],
         min_length=1,
         description="Systems (see `greylab inverse list`), simulated in parallel "
         "(CLI: the SYSTEM argument)",
@@ -42,7 +42,7 @@ class InverseStudy(BaseModel):
         None, gt=0, allow_inf_nan=False, description="End time [s]; empty = the demand's"
     )
     overrides: Annotated[dict[str, float], Cli(name="set")] = Field(
-        default_factory=dict,
+        {},
         description="Parameter overrides, name=value (CLI: repeat the option): name (every "
         "system) or system.name (one system)",
     )

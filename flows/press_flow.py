@@ -10,7 +10,7 @@ import numpy as np
 from prefect import flow
 from prefect.futures import as_completed
 
-from flows.artifacts import publish_result
+from flows.artifacts import finish, flow_run_tags
 from flows.press_settings import PressStudy
 from flows.progress import Progress
 from flows.runners import RunnerKind, run_flow
@@ -19,16 +19,18 @@ from tasks.cache import CacheUse, cached
 from tasks.press_records import PressRecorder
 from tasks.study_results import ModelVerdict, PressResult
 
+#: the Prefect form's defaults (a complete form, not an optional one collapsed to None)
+DEFAULT_STUDY = PressStudy()
 
-@flow(name="press-uncertainty", log_prints=True)
-def press_uncertainty(study: PressStudy | None = None) -> PressResult:
-    study = study or PressStudy()
+
+@flow(name="press-uncertainty", log_prints=True, persist_result=True, result_serializer="json")
+def press_uncertainty(study: PressStudy = DEFAULT_STUDY) -> PressResult:
     recorder = PressRecorder(study.experiment)
-    with recorder.session(study.model_dump(mode="json")) as parent:
+    settings = study.model_dump(mode="json")
+    with recorder.session(settings, tags=flow_run_tags(), defer={"n_tests"}) as parent:
         result = _run(study, recorder)
     outcome = PressResult(**result, parent_run_id=parent, tracking=recorder.tracker.ui_hint())
-    publish_result(outcome, "press-result", "verdict per candidate model")
-    return outcome
+    return finish(outcome, "press-result", "verdict per candidate model", recorder)
 
 
 class _Steps:
@@ -78,6 +80,10 @@ def _run(study: PressStudy, recorder: PressRecorder) -> dict[str, Any]:
         "plan-splits", steps.plan_splits, path, study.split.value, study.n_tests, study.seed,
         study.calibration_fraction,
     )  # fmt: skip
+    recorder.tests_planned(study.n_tests, len(splits))
+    if len(splits) < study.n_tests:
+        warnings.append(f"split {study.split.value} allows {len(splits)} distinct tests: "
+                        f"ran {len(splits)} of the {study.n_tests} asked for")  # fmt: skip
     fits, rows = _fit_and_test(study, steps, path, sensors, sigma, splits)
     recorder.cache(steps.use)
     verdicts = []

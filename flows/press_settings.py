@@ -4,7 +4,7 @@ flow's parameters and the options of `greylab press detect` (flows/cli_settings.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -16,9 +16,21 @@ from tasks.recorder import validate_experiment_name
 
 
 class Truth(StrEnum):
+    """Friction in the digital twin's joints: M1 none; M2 Coulomb friction of constant
+    magnitude; M3 load-dependent Coulomb friction (mu |q|)."""
+
     M1 = "M1"
     M2 = "M2"
     M3 = "M3"
+
+
+def _model_choices(schema: dict[str, Any]) -> None:
+    """The Prefect form's multi-select: the built-in models and the plugins this worker
+    allows (the schema is made where the deployment is served)."""
+    from models.registry import BUILTIN, allowed_models
+
+    schema["items"] = {"type": "string", "enum": [*BUILTIN, *sorted(allowed_models())]}
+    schema["uniqueItems"] = True
 
 
 class PressStudy(BaseModel):
@@ -33,10 +45,11 @@ class PressStudy(BaseModel):
         None, description="Sensor sheet (sensor,sigma_um); empty = sigma from the repeats"
     )
     twin_truth: Truth = Field(Truth.M3, description="Friction model of the digital twin (no data)")
-    twin_seed: int = Field(1, description="Seed of the digital twin (no data)")
+    twin_seed: int = Field(1, ge=0, description="Seed of the digital twin (no data)")
     models: list[str] = Field(
-        default_factory=lambda: ["M1", "M2", "M3"],
+        ["M1", "M2", "M3"],
         min_length=1,
+        json_schema_extra=_model_choices,
         description="Candidate models (comma-separated on the command line): built-in names, "
         "or plugins the worker allows (entry points 'greylab.models', GREYLAB_ALLOWED_MODELS)",
     )
@@ -54,7 +67,7 @@ class PressStudy(BaseModel):
     )
     statistic: Statistic = Field(Statistic.DIFFERENCE, description="Test statistic")
     correction: Correction = Field(Correction.BONFERRONI, description="Multiple-testing correction")
-    seed: int = Field(0, description="Seed of the random splits")
+    seed: int = Field(0, ge=0, description="Seed of the random splits")
     batch_size: int = Field(25, ge=1, description="Splits per Prefect task")
     experiment: str = Field("press-uncertainty", description="MLflow experiment")
     cache: bool = Field(

@@ -191,6 +191,9 @@ def cached(task: Any, *, enabled: bool) -> Any:
     refreshes the entry (the next cached run sees the fresh result)."""
     return task.with_options(
         result_storage=cache_dir(),
+        # pickle, whatever the flow's serializer (study flows persist their own result as
+        # JSON; a cached step holds numpy arrays and result objects)
+        result_serializer="pickle",
         cache_expiration=cache_expiration(),
         refresh_cache=not enabled,
     )

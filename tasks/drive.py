@@ -31,7 +31,7 @@ def reference_noise(structure: Sequence[str], seed: int, noise_percent: float) -
     return 0.01 * noise_percent * float(velocity.max() - velocity.min())
 
 
-@task(name="load-drive-recording", retries=2, retry_delay_seconds=2)
+@task(name="load-drive-recording", retries=2, retry_delay_seconds=2, persist_result=False)
 def load_recording(
     data: str | None, reference: Mapping[str, Any], emps_decimate: int = 10
 ) -> dict[str, Any]:
@@ -56,7 +56,7 @@ def load_recording(
     return {"path": str(path), "hash": digest, "source": source}
 
 
-@task(name="evaluate-individuals", cache_policy=NONE)
+@task(name="evaluate-individuals", cache_policy=NONE, persist_result=False)
 def evaluate_individuals(evaluate: Callable[[list], list], batch: Sequence[Any]) -> list:
     """Identify the parameters and the fitness of a batch of individuals."""
     return evaluate(list(batch))

@@ -55,7 +55,7 @@ __all__ = [
 ]
 
 
-@task(name="ingest-inbox")
+@task(name="ingest-inbox", persist_result=False)
 def ingest_inbox_task(
     inbox: str,
     data_root: str,
@@ -69,12 +69,12 @@ def ingest_inbox_task(
     )
 
 
-@task(name="log-ingestion")
+@task(name="log-ingestion", persist_result=False)
 def log_ingestion_task(report: IngestReport, experiment: str = "ingest-lab-data") -> str:
     return log_ingestion(report, experiment)
 
 
-@task(name="build-campaign-table")
+@task(name="build-campaign-table", persist_result=False)
 def campaign_table_task(data_root: str, study: str, campaign: str) -> str:
     """Concatenate a campaign's parts into one content-addressed Parquet table; its path."""
     from schemas.storage import store_table

@@ -251,7 +251,7 @@ def _error_vs_exact(built: System, demand: Demand, result: InverseResult) -> dic
     }
 
 
-@task(name="inverse-simulation", retries=0)
+@task(name="inverse-simulation", retries=0, persist_result=False)
 def simulate(
     system: str,
     overrides: Mapping[str, float],

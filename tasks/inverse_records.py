@@ -59,7 +59,8 @@ class InverseRecorder(Recorder):
 
     def child(self, outcome: InverseOutcome, *, demand: dict | None, t_end: float | None) -> str:
         """One child run for one simulation (see the module docstring for its content)."""
-        name = f"{outcome.system}-{outcome.method}-dt{outcome.dt:g}"
+        name = f"{outcome.system} {outcome.method} {outcome.dt * 1e3:g} ms"
+        name += "" if outcome.ok else " - failed"
         with self.child_run(name) as run:
             result = outcome.result
             horizon = float(result.table["t_s"].iloc[-1]) if result is not None else t_end

@@ -71,7 +71,9 @@ class InMemoryTracker:
         self.runs[run_id].params |= {str(k): param_text(v) for k, v in params.items()}
 
     def set_tags(self, run_id: str, tags: Mapping[str, Any]) -> None:
-        self.runs[run_id].tags |= {str(k): str(v) for k, v in tags.items()}
+        run = self.runs[run_id]
+        run.tags |= {str(k): str(v) for k, v in tags.items()}
+        run.name = run.tags.pop("mlflow.runName", run.name)  # as MLflow renames a run
 
     def log_metrics(self, run_id: str, metrics: Mapping[str, float], *, step: int = 0) -> None:
         for key, value in metrics.items():

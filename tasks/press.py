@@ -55,7 +55,7 @@ def _model(reference: str) -> Any:
     return resolve_model(reference)
 
 
-@task(name="load-press-measurements", retries=2, retry_delay_seconds=2)
+@task(name="load-press-measurements", retries=2, retry_delay_seconds=2, persist_result=False)
 def load_measurements(
     data: str | None,
     sensor_sheet: str | None,
@@ -131,7 +131,7 @@ def test_batch(
     return hypothesis.run_split_batch(prepared, list(splits), statistic=statistic)
 
 
-@task(name="combine-tests")
+@task(name="combine-tests", persist_result=False)
 def verdict(
     rows: Sequence[pd.DataFrame],
     tol: float,

@@ -37,6 +37,14 @@ class PressRecorder(Recorder):
         rows = report.table
         self.run.metrics({f"normality.p.{r.sensor}": float(r.p_value) for r in rows.itertuples()})
 
+    def tests_planned(self, requested: int, planned: int) -> None:
+        """`n_tests`: the tests the run makes (a split kind may allow fewer distinct splits
+        than asked for: then `n_tests_requested` too); never a setting the run did not use."""
+        params: dict[str, Any] = {"n_tests": planned}
+        if planned != requested:
+            params["n_tests_requested"] = requested
+        self.run.params(params)
+
     def design(self, design: Any) -> None:
         run = self.run
         run.json(design.to_dict(), "design.json")
@@ -57,7 +65,9 @@ class PressRecorder(Recorder):
         """One child run per candidate model (`path`: the corrected table, read once), with
         the fitted model registered as `press-<model>` when the study says so. Returns the
         run id and the registered model's URI (empty when not registered)."""
-        with self.child_run(f"model-{model}") as run:
+        verdict = "rejected" if detection.rejected else "passes"
+        verdict = "inconclusive" if detection.inconclusive else verdict
+        with self.child_run(f"{model} - {verdict}") as run:
             run.params(
                 {
                     "model": model,
@@ -65,7 +75,7 @@ class PressRecorder(Recorder):
                     "design": self.design_code,
                     "split": study.split.value,
                     "tol": study.tol,
-                    "n_tests": study.n_tests,
+                    "n_tests": detection.n_tests,  # run: a split kind may allow fewer
                     "statistic": study.statistic.value,
                     "correction": study.correction.value,
                     "seed": study.seed,
@@ -74,8 +84,6 @@ class PressRecorder(Recorder):
             )
             run.metrics(_model_metrics(fit, detection))
             run.series("alpha_min", detection.alpha_min)
-            verdict = "rejected" if detection.rejected else "passes"
-            verdict = "inconclusive" if detection.inconclusive else verdict
             run.tags({"greylab.verdict": verdict})
             run.json(fit.to_dict(), "fit.json")
             run.json(fit.ellipsoid(0.95).to_dict(), "ellipsoid.json")

@@ -201,11 +201,24 @@ class Recorder:
         self.run.params({k: v for k, v in settings.items() if v is not None})
 
     @contextlib.contextmanager
-    def session(self, settings: dict[str, Any]) -> Iterator[str]:
+    def session(
+        self,
+        settings: dict[str, Any],
+        *,
+        tags: Mapping[str, str] | None = None,
+        defer: Iterable[str] = (),
+    ) -> Iterator[str]:
+        """The parent run: `settings` as params except `defer` (settings whose value the run
+        decides, e.g. the number of tests a split kind allows: the recorder logs what was
+        used); `tags` (e.g. the Prefect flow run's id and URL) on the parent and every child."""
         self.tracker.ensure_store()
         self.parent = self.tracker.start_run(self.experiment, self.run_name, study=self.study)
         try:
-            self.log_settings(settings)
+            deferred = set(defer)
+            self.log_settings({k: v for k, v in settings.items() if k not in deferred})
+            if tags:
+                self.run.tags(tags)
+                self.shared_tags |= dict(tags)
             yield self.parent
         except BaseException:
             self.tracker.end_run(self.parent, failed=True)
@@ -278,6 +291,14 @@ class Recorder:
         uri = f"models:/{name}/{version}"
         run.tags({"greylab.model_uri": uri})
         return {"name": name, "version": version, "uri": uri}
+
+    def outcome(self, run: Run, name: str, note: str = "") -> None:
+        """Name `run` after its outcome (`M3 - passes`) and give it a description (Markdown,
+        shown on the run's page: `mlflow.note.content`)."""
+        tags = {"mlflow.runName": name[:250]}
+        if note:
+            tags["mlflow.note.content"] = note[:PARAM_VALUE_LIMIT]
+        run.tags(tags)
 
     def cache_tags(self, tags: Mapping[str, str]) -> None:
         """Which steps came from the cache (`greylab.cache`, `greylab.cached_steps`): on the

@@ -69,6 +69,16 @@ class PressResult:
         out["warnings"] = list(self.warnings)
         return out
 
+    def headline(self) -> str:
+        """The outcome in one line (MLflow run name, Prefect state message)."""
+        groups: dict[str, list[str]] = {}
+        for v in self.verdicts:
+            status = "inconclusive" if v.inconclusive else "rejected" if v.rejected else "passes"
+            groups.setdefault(status, []).append(v.model)
+        parts = [f"{', '.join(models)} {'pass' if status == 'passes' and len(models) > 1 else status}"
+                 for status, models in groups.items()]  # fmt: skip
+        return "press: " + "; ".join(parts)
+
     def markdown(self) -> str:
         """The verdict table for the Prefect run page."""
         rows = [
@@ -116,6 +126,14 @@ class DriveResult:
         del out["history"], out["tracking"]
         return out
 
+    def headline(self) -> str:
+        """`{2,5,6,7} - fitness 0.93` (and the validation's position R^2 when validated)."""
+        codes = ",".join(map(str, self.best_codes))
+        line = f"{{{codes}}} - fitness {self.fitness:.3g}"
+        if "position" in self.validation:
+            line += f", validation position R^2 {self.validation['position']['r2']:.4f}"
+        return line
+
     def markdown(self) -> str:
         """The best structure and its parameters for the Prefect run page."""
         rows = [[name, value] for name, value in self.parameters.items()]
@@ -151,6 +169,9 @@ class InverseResult:
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "runs": [dict(r) for r in self.runs]}
 
+    def headline(self) -> str:
+        return f"inverse: {len(self.runs) - self.n_failed} ok, {self.n_failed} failed"
+
     def markdown(self) -> str:
         """The summary table for the Prefect run page."""
         rows = [
@@ -162,7 +183,7 @@ class InverseResult:
         columns = ["system", "method", "dt", "status", "max violation", "forward-check error",
                    "wall time s", "error", "MLflow run"]  # fmt: skip
         return "\n".join([
-            f"# Inverse simulation: {len(self.runs) - self.n_failed} ok, {self.n_failed} failed",
+            f"# Inverse simulation: {self.headline().removeprefix('inverse: ')}",
             "", markdown_table(columns, rows), "", f"MLflow parent run {cell(self.parent_run_id)}",
         ])  # fmt: skip
 
@@ -181,6 +202,11 @@ class IngestResult:
         """The report's keys plus `run_id`, `tracking`, `studies` (the `--json` of `ingest`)."""
         return {**self.report, "run_id": self.run_id, "tracking": dict(self.tracking),
                 "studies": [dict(s) for s in self.studies]}  # fmt: skip
+
+    def headline(self) -> str:
+        counts = self.report.get("counts", {})
+        shown = ", ".join(f"{n} {k}" for k, n in counts.items() if n) or "nothing new"
+        return f"ingest: {shown}"
 
     def markdown(self) -> str:
         """Counts and every file not ingested, for the Prefect run page."""

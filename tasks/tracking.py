@@ -52,6 +52,11 @@ _MAX_METRICS_PER_BATCH = 1000
 _MAX_PARAMS_PER_BATCH = 100
 
 
+#: the experiment tag MLflow 3's UI reads for an experiment's kind (its web app's
+#: `ExperimentKind`: genai_development, custom_model_development, ...)
+EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
+
+
 class Tracker:
     """Thin, thread-safe facade over `MlflowClient` for one tracking store."""
 
@@ -69,15 +74,22 @@ class Tracker:
         self.client.search_experiments(max_results=1)
 
     def experiment_id(self, name: str) -> str:
+        """The experiment `name`, created on first use, tagged as a model-development
+        experiment (`EXPERIMENT_KIND`) so MLflow 3's UI opens it on its runs, not on GenAI
+        traces; an existing experiment without the tag gets it."""
         validate_experiment_name(name)
         experiment = self.client.get_experiment_by_name(name)
         if experiment is not None:
+            if experiment.tags.get(EXPERIMENT_KIND[0]) is None:
+                self.client.set_experiment_tag(experiment.experiment_id, *EXPERIMENT_KIND)
             return experiment.experiment_id
         location = None
         if self.settings.artifact_root:
             location = f"{self.settings.artifact_root.rstrip('/')}/{name}"
         try:
-            return self.client.create_experiment(name, artifact_location=location)
+            return self.client.create_experiment(
+                name, artifact_location=location, tags=dict([EXPERIMENT_KIND])
+            )
         except Exception:  # created concurrently by another process: read it back
             experiment = self.client.get_experiment_by_name(name)
             if experiment is None:

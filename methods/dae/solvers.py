@@ -54,6 +54,9 @@ RADAU_W = np.linalg.inv(RADAU_A)
 
 
 class Method(StrEnum):
+    """Time stepping of the index-3 DAE: euler implicit (backward) Euler; bdf2 second-order
+    backward differentiation; radau three-stage Radau IIA (stiffly accurate)."""
+
     EULER = "euler"
     BDF2 = "bdf2"
     RADAU = "radau"

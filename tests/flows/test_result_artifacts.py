@@ -7,8 +7,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tasks.study_results import DriveResult, ModelVerdict, PressResult, cell
 
 HOSTILE = "M|1 <img src=x onerror=alert(1)> [link](http://evil) **bold**\n# heading"
@@ -43,16 +41,6 @@ def test_json_of_the_results_keeps_its_keys() -> None:
                                     "fitness", "generations", "run_id", "data_hash", "source",
                                     "resumed_from", "preset", "model_uri", "validation",
                                     "validation_run_id"}  # fmt: skip
-
-
-@pytest.fixture
-def private_prefect(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
-    from prefect.settings import PREFECT_HOME, temporary_settings
-
-    monkeypatch.setenv("GREYLAB_HOME", str(tmp_path / "greylab"))
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    with temporary_settings(updates={PREFECT_HOME: tmp_path / "prefect"}):
-        yield
 
 
 def test_press_flow_run_publishes_its_verdict_table(private_prefect: None) -> None:

@@ -115,7 +115,8 @@ def test_press_recorder(press: dict[str, Any]) -> None:
     assert parent.artifacts["figures/design.png"].startswith(PNG)
     assert list(parent.artifacts["verdicts.csv"].columns) == ["model", "rejected", "run_id"]
     children = tracker.children(parent_id)
-    assert [c.name for c in children] == ["model-M1", "model-M2"]
+    names = {m: "rejected" if press["detections"][m].rejected else "passes" for m in MODELS}
+    assert [c.name for c in children] == [f"{m} - {names[m]}" for m in MODELS]  # the outcome
     for child, model in zip(children, MODELS):
         _check_press_child(child, press, model, digest)
         (version,) = tracker.models[f"press-{model}"]  # one study: one version per model
@@ -266,7 +267,8 @@ def test_inverse_recorder(inverse: list[Any]) -> None:
         "tracking_error": [(0, float(ok.forward.max_error))],
     }  # fmt: skip
     good, failed = tracker.children(parent.run_id)
-    assert good.name == "two_mass-bdf2-dt0.02" and good.status == "FINISHED"
+    assert good.name == "two_mass bdf2 20 ms" and good.status == "FINISHED"
+    assert failed.name == "no_such_system bdf2 20 ms - failed"
     assert good.tags["greylab.verdict"] == "ok" and good.tags["greylab.study"] == "inverse"
     t_end = float(ok.result.table["t_s"].iloc[-1])
     assert good.params == {"system": "two_mass", "method": "bdf2", "dt": "0.02",

@@ -1,0 +1,58 @@
+"""What a flow run records in MLflow is what it used, and its answer is in Prefect: the
+outcome in the run names, the state message and a persisted result; the Prefect run and the
+MLflow runs point at each other; the experiment opens as a model-development experiment."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tasks.settings import load_settings
+from tasks.tracking import EXPERIMENT_KIND, Tracker
+
+
+def test_press_records_the_tests_it_ran_not_the_tests_asked_for(
+    private_prefect: None, tmp_path: Path
+) -> None:
+    from prefect.client.orchestration import get_client
+
+    from flows.press_flow import PressStudy, press_uncertainty
+    from flows.runners import run_flow
+
+    # 6 series split 3 + 3: C(6, 3) = 20 distinct series splits, 30 asked for
+    study = PressStudy(models=["M3"], split="series", n_tests=30, batch_size=30, cache=False,
+                       register_model=False)  # fmt: skip
+    result = run_flow(press_uncertainty, study, runner="thread", workers=1)
+    client = Tracker(load_settings()).client
+    parent = client.get_run(result.parent_run_id)
+    assert parent.data.params["n_tests"] == "20"
+    assert parent.data.params["n_tests_requested"] == "30"
+    (child,) = client.search_runs(
+        [parent.info.experiment_id], f"tags.mlflow.parentRunId = '{result.parent_run_id}'"
+    )
+    assert child.data.params["n_tests"] == "20"
+    assert len(child.data.metrics) and result.verdicts[0].model == "M3"
+    assert any("allows 20 distinct tests" in w for w in result.warnings)
+    # the outcome: run names, the run's description, the Prefect link and state message
+    verdict = "rejected" if result.verdicts[0].rejected else "passes"
+    assert child.info.run_name == f"M3 - {verdict}"
+    assert parent.info.run_name == result.headline() == f"press: M3 {verdict}"
+    assert parent.data.tags["mlflow.note.content"] == result.markdown()
+    flow_run_id = parent.data.tags["prefect.flow_run_id"]
+    assert child.data.tags["prefect.flow_run_id"] == flow_run_id
+    experiment = client.get_experiment(parent.info.experiment_id)
+    assert experiment.tags[EXPERIMENT_KIND[0]] == EXPERIMENT_KIND[1]
+
+    async def flow_run() -> Any:
+        async with get_client() as prefect:
+            return await prefect.read_flow_run(flow_run_id)
+
+    import asyncio
+
+    run = asyncio.run(flow_run())
+    assert run.state.message == result.headline()
+    assert run.state.is_completed()
+    stored = [json.loads(p.read_text()) for p in (tmp_path / "prefect" / "storage").iterdir()]
+    persisted = [r for r in stored if r.get("__class__", "").endswith("PressResult")]
+    assert persisted and persisted[0]["data"]["parent_run_id"] == result.parent_run_id
