@@ -56,7 +56,16 @@ def load_recording(
     return {"path": str(path), "hash": digest, "source": source}
 
 
-@task(name="evaluate-individuals", cache_policy=NONE, persist_result=False)
+def _evaluate_run_name() -> str:
+    from prefect.runtime import task_run
+
+    return f"evaluate {len(task_run.parameters.get('batch', []))} structures"
+
+
+@task(
+    name="evaluate-individuals", task_run_name=_evaluate_run_name, cache_policy=NONE,
+    persist_result=False,
+)  # fmt: skip
 def evaluate_individuals(evaluate: Callable[[list], list], batch: Sequence[Any]) -> list:
     """Identify the parameters and the fitness of a batch of individuals."""
     return evaluate(list(batch))

@@ -251,7 +251,10 @@ def _error_vs_exact(built: System, demand: Demand, result: InverseResult) -> dic
     }
 
 
-@task(name="inverse-simulation", retries=0, persist_result=False)
+@task(
+    name="inverse-simulation", task_run_name="solve {system} {method} dt={dt}", retries=0,
+    persist_result=False,
+)  # fmt: skip
 def simulate(
     system: str,
     overrides: Mapping[str, float],

@@ -83,19 +83,31 @@ def load_measurements(
     return {"path": str(path), "hash": digest, "source": source, "sigma": sigma}
 
 
-@task(name="correct-to-setpoints", cache_policy=TABLE)
+def _tests_run_name() -> str:
+    """`tests M3 26-50`: the model and the (1-based) tests of a batch."""
+    from prefect.runtime import task_run
+
+    parameters = task_run.parameters
+    numbers = [int(split.test) + 1 for split in parameters.get("splits", [])]
+    span = f" {min(numbers)}-{max(numbers)}" if numbers else ""
+    return f"tests {parameters.get('model', '')}{span}"
+
+
+@task(name="correct-to-setpoints", task_run_name="correct to setpoints", cache_policy=TABLE)
 def correct(path: str) -> str:
     """Map every series to the setpoint forces along its own branch; returns the new path."""
     corrected = methods.correct_to_setpoints(_read(path))
     return str(store_table(corrected, _tables_dir(), content_hash(corrected)))
 
 
-@task(name="check-normality", cache_policy=TABLE)
+@task(name="check-normality", task_run_name="normality of the errors", cache_policy=TABLE)
 def normality(path: str, alpha: float = 0.05) -> NormalityReport:
     return methods.check_normality(_read(path), alpha=alpha)
 
 
-@task(name="design-sensors", cache_policy=TABLE_AND_MODEL)
+@task(
+    name="design-sensors", task_run_name="design {criterion} {model}", cache_policy=TABLE_AND_MODEL
+)
 def design(
     model: str, path: str, n_sensors: int | None, criterion: str, sigma: dict | None
 ) -> SensorDesign:
@@ -104,12 +116,12 @@ def design(
     )
 
 
-@task(name="fit-model", cache_policy=TABLE_AND_MODEL)
+@task(name="fit-model", task_run_name="fit {model}", cache_policy=TABLE_AND_MODEL)
 def fit(model: str, path: str, sensors: Sequence[str], sigma: dict | None) -> ParameterFit:
     return methods.fit_parameters(_model(model), _read(path), sensors=list(sensors), sigma=sigma)
 
 
-@task(name="plan-splits", cache_policy=TABLE)
+@task(name="plan-splits", task_run_name="plan {n_tests} {kind} splits", cache_policy=TABLE)
 def plan_splits(path: str, kind: str, n_tests: int, seed: int, fraction: float) -> list[Split]:
     cube = to_cube(_read(path))
     return hypothesis.make_splits(
@@ -117,7 +129,7 @@ def plan_splits(path: str, kind: str, n_tests: int, seed: int, fraction: float) 
     )
 
 
-@task(name="test-split-batch", cache_policy=TABLE_AND_MODEL)
+@task(name="test-split-batch", task_run_name=_tests_run_name, cache_policy=TABLE_AND_MODEL)
 def test_batch(
     model: str,
     path: str,
@@ -131,7 +143,7 @@ def test_batch(
     return hypothesis.run_split_batch(prepared, list(splits), statistic=statistic)
 
 
-@task(name="combine-tests", persist_result=False)
+@task(name="combine-tests", task_run_name="verdict {model}", persist_result=False)
 def verdict(
     rows: Sequence[pd.DataFrame],
     tol: float,

@@ -8,14 +8,40 @@ import math
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>|~])")
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link greylab makes (to an MLflow run): its text is escaped like any cell, its URL is
+    percent-encoded (no parenthesis or space can end it early)."""
+
+    text: str
+    url: str
+
+
+def mlflow_ui() -> str:
+    """The MLflow web UI of the tracking server (`http(s)://…`); empty for a local store."""
+    from tasks.settings import load_settings
+
+    uri = load_settings().tracking_uri
+    return uri.rstrip("/") if uri.startswith(("http://", "https://")) else ""
+
+
+def run_ref(run_id: Any) -> Any:
+    """An MLflow run id as a link to its page when a tracking server has one."""
+    base = mlflow_ui()
+    return Link(str(run_id), f"{base}/#/runs/{run_id}") if base and run_id else run_id
 
 
 def cell(value: Any) -> str:
     """A value as one Markdown table cell: numbers to 4 digits, text from files or users with
     every Markdown/HTML special character escaped and line breaks removed (a model or
     structure name cannot break the table, link anywhere or inject markup)."""
+    if isinstance(value, Link):
+        return f"[{cell(value.text)}]({quote(value.url, safe=':/#?=&%.-_~')})"
     if isinstance(value, float):
         return "-" if math.isnan(value) else f"{value:.4g}"
     text = " ".join(str(value).split())
@@ -84,14 +110,14 @@ class PressResult:
         rows = [
             [v.model, v.verdict, v.n_rejections, v.n_failed, v.min_alpha, v.threshold,
              ", ".join(f"{k} = {x:.4g} ± {v.standard_errors[k]:.2g}"
-                       for k, x in v.parameters.items()), v.run_id, v.model_uri or "-"]
+                       for k, x in v.parameters.items()), run_ref(v.run_id), v.model_uri or "-"]
             for v in self.verdicts
         ]  # fmt: skip
         columns = ["model", "verdict", "rejections", "failed", "min alpha", "threshold",
                    "estimates ± s.e.", "MLflow run", "registered model"]  # fmt: skip
         lines = [f"# Press study: sensors {cell(', '.join(self.sensors))}", "",
                  markdown_table(columns, rows), "",
-                 f"MLflow parent run {cell(self.parent_run_id)}, data hash "
+                 f"MLflow parent run {cell(run_ref(self.parent_run_id))}, data hash "
                  f"{cell(self.data_hash[:12])}"]  # fmt: skip
         lines += [f"- warning: {cell(w)}" for w in self.warnings]
         return "\n".join(lines)
@@ -143,7 +169,7 @@ class DriveResult:
             f"fitness {cell(self.fitness)}, RSS {cell(self.rss)}, {self.generations} "
             f"generations, preset {cell(self.preset)}", "",
             markdown_table(["parameter", "value"], rows), "",
-            f"MLflow run {cell(self.run_id)}, data hash {cell(self.data_hash[:12])}, "
+            f"MLflow run {cell(run_ref(self.run_id))}, data hash {cell(self.data_hash[:12])}, "
             f"registered model {cell(self.model_uri or '-')}", *self._validation_lines(),
         ])  # fmt: skip
 
@@ -152,7 +178,7 @@ class DriveResult:
             return []
         rows = [[out, m["rmse"], m["fit"], m["r2"], m["max_abs"]]
                 for out, m in self.validation.items()]  # fmt: skip
-        return ["", f"## Open-loop validation (MLflow run {cell(self.validation_run_id)})", "",
+        return ["", f"## Open-loop validation (MLflow run {cell(run_ref(self.validation_run_id))})", "",
                 markdown_table(["output", "RMSE", "fit %", "R^2", "max abs error"], rows)]  # fmt: skip
 
 
@@ -177,14 +203,14 @@ class InverseResult:
         rows = [
             [r.get("system"), r.get("method"), r.get("dt"), r.get("status"),
              r.get("max_constraint_violation"), r.get("tracking_error"), r.get("wall_time_s"),
-             r.get("error") or "", r.get("run_id")]
+             r.get("error") or "", run_ref(r.get("run_id"))]
             for r in self.runs
         ]  # fmt: skip
         columns = ["system", "method", "dt", "status", "max violation", "forward-check error",
                    "wall time s", "error", "MLflow run"]  # fmt: skip
         return "\n".join([
             f"# Inverse simulation: {self.headline().removeprefix('inverse: ')}",
-            "", markdown_table(columns, rows), "", f"MLflow parent run {cell(self.parent_run_id)}",
+            "", markdown_table(columns, rows), "", f"MLflow parent run {cell(run_ref(self.parent_run_id))}",
         ])  # fmt: skip
 
 
@@ -220,5 +246,5 @@ class IngestResult:
         if rows:
             lines += ["", markdown_table(["file", "status", "reason"], rows)]
         lines += ["", f"rows stored: {cell(self.report.get('rows', 0))}; MLflow run "
-                  f"{cell(self.run_id or '-')}"]  # fmt: skip
+                  f"{cell(run_ref(self.run_id) or '-')}"]  # fmt: skip
         return "\n".join(lines)

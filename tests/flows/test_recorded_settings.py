@@ -45,12 +45,19 @@ def test_press_records_the_tests_it_ran_not_the_tests_asked_for(
     assert experiment.tags[EXPERIMENT_KIND[0]] == EXPERIMENT_KIND[1]
 
     async def flow_run() -> Any:
+        from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
         async with get_client() as prefect:
-            return await prefect.read_flow_run(flow_run_id)
+            tasks = await prefect.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
+            )
+            return await prefect.read_flow_run(flow_run_id), {t.name for t in tasks}
 
     import asyncio
 
-    run = asyncio.run(flow_run())
+    run, task_names = asyncio.run(flow_run())
+    # task runs say what they do
+    assert {"fit M3", "tests M3 1-20", "verdict M3", "plan 30 series splits"} <= task_names
     assert run.state.message == result.headline()
     assert run.state.is_completed()
     stored = [json.loads(p.read_text()) for p in (tmp_path / "prefect" / "storage").iterdir()]

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from tasks.study_results import DriveResult, ModelVerdict, PressResult, cell
+from tasks.study_results import DriveResult, Link, ModelVerdict, PressResult, cell
 
 HOSTILE = "M|1 <img src=x onerror=alert(1)> [link](http://evil) **bold**\n# heading"
 
@@ -103,3 +103,14 @@ def test_drive_flow_registers_validates_and_resumes(private_prefect: None, tmp_p
     assert first.validation == direct.metrics and set(direct.metrics) == {"velocity", "position"}
     assert first.validation_run_id and "Open-loop validation" in first.markdown()
     assert first.to_dict()["validation"] == first.validation
+
+
+def test_run_ids_link_to_the_mlflow_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000/")
+    text = _press().markdown()
+    assert "| [run-1](http://127.0.0.1:5000/#/runs/run-1) |" in text
+    assert "MLflow parent run [parent-1](http://127.0.0.1:5000/#/runs/parent-1)" in text
+    hostile = cell(Link("x) [a](b", "http://h/#/runs/x) [a](javascript:b"))
+    assert hostile == r"[x\) \[a\]\(b](http://h/#/runs/x%29%20%5Ba%5D%28javascript:b)"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///m.db")  # no web UI: plain ids
+    assert "| run-1 |" in _press().markdown()
