@@ -52,6 +52,11 @@ _MAX_METRICS_PER_BATCH = 1000
 _MAX_PARAMS_PER_BATCH = 100
 
 
+def figure_key(artifact_file: str) -> str:
+    """`figures/ellipsoid.png` -> `ellipsoid`: the key of a figure's image in MLflow."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", Path(artifact_file).stem) or "figure"
+
+
 #: the experiment tag MLflow 3's UI reads for an experiment's kind (its web app's
 #: `ExperimentKind`: genai_development, custom_model_development, ...)
 EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
@@ -139,10 +144,17 @@ class Tracker:
         self.client.log_dict(run_id, obj, artifact_file)
 
     def log_figure(self, run_id: str, figure: Any, artifact_file: str) -> None:
+        """The figure as a PNG artifact, and as an image logged by key (`ellipsoid` for
+        `figures/ellipsoid.png`, under `images/`) so MLflow's run comparison shows the
+        figures of several runs side by side."""
         import matplotlib.pyplot as plt
+        import numpy as np
 
         try:
             self.client.log_figure(run_id, figure, artifact_file)
+            figure.canvas.draw()
+            pixels = np.asarray(figure.canvas.buffer_rgba())[..., :3].copy()
+            self.client.log_image(run_id, pixels, key=figure_key(artifact_file), step=0)
         finally:
             plt.close(figure)
 

@@ -316,8 +316,13 @@ def _mlflow_run(client: Any, run: Any) -> dict[str, Any]:
         for key in run.data.metrics
     }
     tags = {k: v for k, v in run.data.tags.items() if k.startswith("greylab.")}
+    stored = artifacts()
+    images = {a for a in stored if a.startswith("images/")}  # figures logged by key as well
+    for figure in (a for a in stored if a.startswith("figures/")):
+        key = Path(figure).stem
+        assert any(Path(i).name.startswith(f"{key}+step+") for i in images), figure
     return dict(status=run.info.status, params=run.data.params, tags=tags, metrics=metrics,
-                artifacts=artifacts(), parent="mlflow.parentRunId" in run.data.tags)  # fmt: skip
+                artifacts=stored - images, parent="mlflow.parentRunId" in run.data.tags)  # fmt: skip
 
 
 def _memory_records(tracker: InMemoryTracker) -> dict[str, Any]:
