@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install demo test test-fast check format bench clean
+.PHONY: install demo test test-fast check format bench clean browser
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -23,13 +23,18 @@ check: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-## test: checks, then every test (fast, slow and integration)
-test: check
+## browser: Debian's Chromium for the browser tests (Playwright drives it; nothing downloaded)
+browser:
+	@command -v chromium >/dev/null || { apt-get update -q && apt-get install -y -q chromium; } \
+		|| { echo "make browser: install Debian's chromium (apt-get install chromium)"; exit 1; }
+
+## test: checks, then every test (fast, slow, integration and browser)
+test: check browser
 	$(BIN)/pytest -m "" -p no:cacheprovider
 
 ## test-fast: the quick loop while developing
 test-fast: install
-	$(BIN)/pytest -m "not slow and not integration" -x -q
+	$(BIN)/pytest -m "not slow and not integration and not browser" -x -q
 
 format: install
 	$(BIN)/ruff format .

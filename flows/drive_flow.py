@@ -33,7 +33,8 @@ def drive_structure_search(study: DriveSearch = DEFAULT_STUDY) -> DriveResult:
     recorder = DriveRecorder(study.experiment)
     with recorder.session(study.model_dump(mode="json"), tags=flow_run_tags()) as run_id:
         result = _run(study, recorder)
-    outcome = DriveResult(**result, run_id=run_id, tracking=recorder.tracker.ui_hint())
+    outcome = DriveResult(**result, run_id=run_id, tracking=recorder.tracker.ui_hint(),
+                          experiment_id=recorder.experiment_id())  # fmt: skip
     return finish(outcome, "drive-result", "best structure and parameters", recorder)
 
 

@@ -44,8 +44,9 @@ def inverse_simulation(study: InverseStudy = DEFAULT_STUDY) -> InverseResult:
         failed = [r for r in result["runs"] if r["status"] == "failed"]
         recorder.failed = bool(failed)
     outcome = InverseResult(
-        tuple(result["runs"]), result["n_failed"], parent, recorder.tracker.ui_hint()
-    )
+        tuple(result["runs"]), result["n_failed"], parent, recorder.tracker.ui_hint(),
+        experiment_id=recorder.experiment_id(),
+    )  # fmt: skip
     state = finish(outcome, "inverse-result", "one row per system x step size", recorder)
     if failed and study.raise_on_failure:
         raise _failure(failed, parent)

@@ -29,7 +29,8 @@ def press_uncertainty(study: PressStudy = DEFAULT_STUDY) -> PressResult:
     settings = study.model_dump(mode="json")
     with recorder.session(settings, tags=flow_run_tags(), defer={"n_tests"}) as parent:
         result = _run(study, recorder)
-    outcome = PressResult(**result, parent_run_id=parent, tracking=recorder.tracker.ui_hint())
+    outcome = PressResult(**result, parent_run_id=parent, tracking=recorder.tracker.ui_hint(),
+                          experiment_id=recorder.experiment_id())  # fmt: skip
     return finish(outcome, "press-result", "verdict per candidate model", recorder)
 
 

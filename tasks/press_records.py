@@ -16,6 +16,7 @@ import pandas as pd
 from methods.press.plots import design_figure, ellipsoid_figure, hysteresis_figure
 from models.registry import resolve_model
 from tasks.recorder import Recorder, Run, RunTracker
+from tasks.study_results import markdown_table
 
 
 class PressRecorder(Recorder):
@@ -85,6 +86,11 @@ class PressRecorder(Recorder):
             run.metrics(_model_metrics(fit, detection))
             run.series("alpha_min", detection.alpha_min)
             run.tags({"greylab.verdict": verdict})
+            estimates = [[k, v, fit.standard_errors[k]] for k, v in fit.parameters.items()]
+            note = (f"**{model}: {verdict}** ({detection.n_rejections} of {detection.n_tests} "
+                    f"tests rejected, {study.split.value} splits)\n\n"
+                    + markdown_table(["parameter", "estimate", "s.e."], estimates))  # fmt: skip
+            run.tags({"mlflow.note.content": note})
             run.json(fit.to_dict(), "fit.json")
             run.json(fit.ellipsoid(0.95).to_dict(), "ellipsoid.json")
             run.json(detection.to_dict(), "detection.json")

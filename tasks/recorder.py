@@ -292,6 +292,11 @@ class Recorder:
         run.tags({"greylab.model_uri": uri})
         return {"name": name, "version": version, "uri": uri}
 
+    def experiment_id(self) -> str:
+        """The id of the recorder's experiment in the store ("" where there is none)."""
+        lookup = getattr(self.tracker, "experiment_id", None)
+        return str(lookup(self.experiment)) if lookup is not None else ""
+
     def outcome(self, run: Run, name: str, note: str = "") -> None:
         """Name `run` after its outcome (`M3 - passes`) and give it a description (Markdown,
         shown on the run's page: `mlflow.note.content`)."""

@@ -30,10 +30,15 @@ def mlflow_ui() -> str:
     return uri.rstrip("/") if uri.startswith(("http://", "https://")) else ""
 
 
-def run_ref(run_id: Any) -> Any:
-    """An MLflow run id as a link to its page when a tracking server has one."""
+def run_ref(run_id: Any, experiment_id: str = "") -> Any:
+    """An MLflow run id as a link to its page when a tracking server has one, opened in
+    MLflow 3's model-training view (its UI starts in the GenAI view unless the URL says so;
+    the short `#/runs/<id>` route redirects and drops that, hence the experiment)."""
     base = mlflow_ui()
-    return Link(str(run_id), f"{base}/#/runs/{run_id}") if base and run_id else run_id
+    if not (base and run_id):
+        return run_id
+    page = f"experiments/{experiment_id}/runs/{run_id}" if experiment_id else f"runs/{run_id}"
+    return Link(str(run_id), f"{base}/#/{page}?workflowType=machine_learning")
 
 
 def cell(value: Any) -> str:
@@ -88,6 +93,10 @@ class PressResult:
     cache: dict[str, Any]
     parent_run_id: str
     tracking: str
+    experiment_id: str = ""  # MLflow experiment of the runs (links to their pages)
+
+    def _link(self, run_id: Any) -> Any:
+        return run_ref(run_id, self.experiment_id)
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -110,14 +119,14 @@ class PressResult:
         rows = [
             [v.model, v.verdict, v.n_rejections, v.n_failed, v.min_alpha, v.threshold,
              ", ".join(f"{k} = {x:.4g} ± {v.standard_errors[k]:.2g}"
-                       for k, x in v.parameters.items()), run_ref(v.run_id), v.model_uri or "-"]
+                       for k, x in v.parameters.items()), self._link(v.run_id), v.model_uri or "-"]
             for v in self.verdicts
         ]  # fmt: skip
         columns = ["model", "verdict", "rejections", "failed", "min alpha", "threshold",
                    "estimates ± s.e.", "MLflow run", "registered model"]  # fmt: skip
         lines = [f"# Press study: sensors {cell(', '.join(self.sensors))}", "",
                  markdown_table(columns, rows), "",
-                 f"MLflow parent run {cell(run_ref(self.parent_run_id))}, data hash "
+                 f"MLflow parent run {cell(self._link(self.parent_run_id))}, data hash "
                  f"{cell(self.data_hash[:12])}"]  # fmt: skip
         lines += [f"- warning: {cell(w)}" for w in self.warnings]
         return "\n".join(lines)
@@ -144,6 +153,10 @@ class DriveResult:
     #: open-loop validation on `validation_data`: output -> rmse, fit, r2, max_abs, n
     validation: dict[str, dict[str, float]] = field(default_factory=dict)
     validation_run_id: str = ""
+    experiment_id: str = ""  # MLflow experiment of the runs (links to their pages)
+
+    def _link(self, run_id: Any) -> Any:
+        return run_ref(run_id, self.experiment_id)
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON of `greylab drive identify --json` (the per-generation history is in
@@ -169,7 +182,7 @@ class DriveResult:
             f"fitness {cell(self.fitness)}, RSS {cell(self.rss)}, {self.generations} "
             f"generations, preset {cell(self.preset)}", "",
             markdown_table(["parameter", "value"], rows), "",
-            f"MLflow run {cell(run_ref(self.run_id))}, data hash {cell(self.data_hash[:12])}, "
+            f"MLflow run {cell(self._link(self.run_id))}, data hash {cell(self.data_hash[:12])}, "
             f"registered model {cell(self.model_uri or '-')}", *self._validation_lines(),
         ])  # fmt: skip
 
@@ -178,7 +191,7 @@ class DriveResult:
             return []
         rows = [[out, m["rmse"], m["fit"], m["r2"], m["max_abs"]]
                 for out, m in self.validation.items()]  # fmt: skip
-        return ["", f"## Open-loop validation (MLflow run {cell(run_ref(self.validation_run_id))})", "",
+        return ["", f"## Open-loop validation (MLflow run {cell(self._link(self.validation_run_id))})", "",
                 markdown_table(["output", "RMSE", "fit %", "R^2", "max abs error"], rows)]  # fmt: skip
 
 
@@ -191,6 +204,10 @@ class InverseResult:
     n_failed: int
     parent_run_id: str
     tracking: str
+    experiment_id: str = ""  # MLflow experiment of the runs (links to their pages)
+
+    def _link(self, run_id: Any) -> Any:
+        return run_ref(run_id, self.experiment_id)
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "runs": [dict(r) for r in self.runs]}
@@ -203,14 +220,14 @@ class InverseResult:
         rows = [
             [r.get("system"), r.get("method"), r.get("dt"), r.get("status"),
              r.get("max_constraint_violation"), r.get("tracking_error"), r.get("wall_time_s"),
-             r.get("error") or "", run_ref(r.get("run_id"))]
+             r.get("error") or "", self._link(r.get("run_id"))]
             for r in self.runs
         ]  # fmt: skip
         columns = ["system", "method", "dt", "status", "max violation", "forward-check error",
                    "wall time s", "error", "MLflow run"]  # fmt: skip
         return "\n".join([
             f"# Inverse simulation: {self.headline().removeprefix('inverse: ')}",
-            "", markdown_table(columns, rows), "", f"MLflow parent run {cell(run_ref(self.parent_run_id))}",
+            "", markdown_table(columns, rows), "", f"MLflow parent run {cell(self._link(self.parent_run_id))}",
         ])  # fmt: skip
 
 

@@ -33,7 +33,7 @@ def test_markdown_escapes_names_from_files_and_users() -> None:
 def test_json_of_the_results_keeps_its_keys() -> None:
     press = _press().to_dict()
     assert set(press) == {"data_hash", "sensors", "design", "normality", "verdicts", "warnings",
-                          "cache", "parent_run_id", "tracking"}  # fmt: skip
+                          "cache", "parent_run_id", "tracking", "experiment_id"}  # fmt: skip
     assert set(press["verdicts"][0]) == {"model", "verdict", "rejected", "n_rejections",
                                          "n_failed", "inconclusive", "min_alpha", "threshold",
                                          "parameters", "standard_errors", "run_id", "model_uri"}  # fmt: skip
@@ -42,7 +42,7 @@ def test_json_of_the_results_keeps_its_keys() -> None:
     assert set(drive.to_dict()) == {"best_structure", "best_codes", "parameters", "rss",
                                     "fitness", "generations", "run_id", "data_hash", "source",
                                     "resumed_from", "preset", "model_uri", "validation",
-                                    "validation_run_id"}  # fmt: skip
+                                    "validation_run_id", "experiment_id"}  # fmt: skip
 
 
 def test_press_flow_run_publishes_its_verdict_table(private_prefect: None) -> None:
@@ -110,8 +110,9 @@ def test_drive_flow_registers_validates_and_resumes(private_prefect: None, tmp_p
 def test_run_ids_link_to_the_mlflow_server(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:5000/")
     text = _press().markdown()
-    assert "| [run-1](http://127.0.0.1:5000/#/runs/run-1) |" in text
-    assert "MLflow parent run [parent-1](http://127.0.0.1:5000/#/runs/parent-1)" in text
+    view = "?workflowType=machine_learning"  # MLflow 3 opens in its GenAI view unless told
+    assert f"| [run-1](http://127.0.0.1:5000/#/runs/run-1{view}) |" in text
+    assert f"MLflow parent run [parent-1](http://127.0.0.1:5000/#/runs/parent-1{view})" in text
     hostile = cell(Link("x) [a](b", "http://h/#/runs/x) [a](javascript:b"))
     assert hostile == r"[x\) \[a\]\(b](http://h/#/runs/x%29%20%5Ba%5D%28javascript:b)"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///m.db")  # no web UI: plain ids

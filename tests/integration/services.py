@@ -84,8 +84,9 @@ def mlflow_server(tmp: Path) -> contextlib.AbstractContextManager[str]:
     return run()
 
 
-def prefect_server(tmp: Path) -> contextlib.AbstractContextManager[str]:
-    """A real `prefect server start` (SQLite in `tmp`); yields its API URL."""
+def prefect_server(tmp: Path, *, ui: bool = False) -> contextlib.AbstractContextManager[str]:
+    """A real `prefect server start` (SQLite in `tmp`; with its web UI if `ui`, at the API
+    URL without `/api`); yields its API URL."""
 
     @contextlib.contextmanager
     def run() -> Iterator[str]:
@@ -97,11 +98,12 @@ def prefect_server(tmp: Path) -> contextlib.AbstractContextManager[str]:
             "PREFECT_API_URL": "",
             "PREFECT_SERVER_API_HOST": "127.0.0.1",
             "PREFECT_SERVER_API_PORT": str(port),
-            "PREFECT_UI_ENABLED": "false",
+            "PREFECT_UI_ENABLED": "true" if ui else "false",
+            "PREFECT_UI_API_URL": api,
             "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         }
         argv = [str(BIN / "prefect"), "server", "start", "--host", "127.0.0.1",
-                "--port", str(port), "--no-ui"]  # fmt: skip
+                "--port", str(port), *([] if ui else ["--no-ui"])]  # fmt: skip
         with service(argv, health=f"{api}/ready", log=tmp / "prefect.log", env=env):
             yield api
 

@@ -1,0 +1,195 @@
+"""The lab's front door, in a real browser: a rerun with changed settings started from the
+Prefect UI's custom-run form shows its verdict on the run page, and the link there opens the
+MLflow run with the verdict and figures.
+
+Real parts: a Prefect server with its UI, `greylab serve` running the press deployment, an
+MLflow tracking server, Debian's Chromium driven by Playwright (never a downloaded browser;
+`make browser` installs Chromium when missing). Screenshots of every step go to
+`build/browser-shots/` for people to look at.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.services import mlflow_server, prefect_server, stop
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "build" / "browser-shots"
+CHROMIUM = os.environ.get("GREYLAB_CHROMIUM", "/usr/bin/chromium")
+DEPLOYMENT = "press-uncertainty/press-uncertainty"
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return json.load(response)
+
+
+def _post(url: str, body: dict[str, Any]) -> Any:
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.load(response)
+
+
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[dict[str, str]]:
+    """Prefect server with UI + MLflow server + `greylab serve --only press-uncertainty`."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} missing: `make browser` installs Debian's chromium")
+    with prefect_server(tmp_path, ui=True) as api, mlflow_server(tmp_path) as mlflow:
+        env = {**os.environ, "PREFECT_API_URL": api, "GREYLAB_HOME": str(tmp_path / "home"),
+               "MLFLOW_TRACKING_URI": mlflow, "PREFECT_UI_URL": api.removesuffix("/api")}  # fmt: skip
+        log = tmp_path / "serve.log"
+        with log.open("wb") as sink:
+            served = subprocess.Popen(
+                [sys.executable, "-m", "flows.cli", "serve", "--only", "press-uncertainty"],
+                stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+                start_new_session=True,
+            )  # fmt: skip
+        try:
+            deployment = _wait_for_deployment(api, served, log)
+            yield {"api": api, "ui": api.removesuffix("/api"), "mlflow": mlflow,
+                   "deployment": deployment, "log": str(log)}  # fmt: skip
+        finally:
+            stop(served)
+
+
+def _wait_for_deployment(api: str, served: subprocess.Popen, log: Path) -> str:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and served.poll() is None:
+        try:
+            return str(_get(f"{api}/deployments/name/{DEPLOYMENT}")["id"])
+        except OSError:
+            time.sleep(1)
+    pytest.fail(f"the deployment never appeared:\n{log.read_text()[-3000:]}")
+
+
+def _field(page: Any, label: str) -> Any:
+    """The innermost form property whose label starts with `label` (Prefect's schema form)."""
+    name = page.locator("span.schema-form-property__label", has_text=re.compile(f"^{label}"))
+    return page.locator("div.schema-form-property", has=name).last
+
+
+def _choose(page: Any, label: str, value: str) -> None:
+    """Pick `value` in a select of the form as from the keyboard (a headless click only
+    focuses it): open, move the highlight to the option, take it."""
+    field = _field(page, label)
+    select = field.locator("button.p-select-button__control")
+    highlighted = page.locator(".p-select-option--highlighted")
+    for _ in range(20):
+        select.press("ArrowDown")
+        page.wait_for_timeout(250)  # the highlight moves on the next render
+        if highlighted.count() and highlighted.first.inner_text().strip() == value:
+            select.press("Enter")
+            page.wait_for_timeout(250)
+            assert field.locator(".p-select-button__value").inner_text().strip() == value
+            return
+    pytest.fail(f"{label}: option {value!r} not reachable")
+
+
+def _shot(page: Any, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
+
+
+def _submitted_run(api: str, deployment: str) -> str:
+    """The flow run the form submitted (the deployment's only one; bounded wait)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        body = {"deployments": {"id": {"any_": [deployment]}}, "limit": 5}
+        runs = _post(f"{api}/flow_runs/filter", body)
+        if runs:
+            assert len(runs) == 1, "one submission, one run"
+            return str(runs[0]["id"])
+        time.sleep(1)
+    pytest.fail("the submitted run never appeared")
+
+
+def _wait_for_run(api: str, flow_run_id: str, timeout: float = 420) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run = _get(f"{api}/flow_runs/{flow_run_id}")
+        if run["state"]["type"] in ("COMPLETED", "FAILED", "CRASHED", "CANCELLED"):
+            return run
+        time.sleep(2)
+    pytest.fail(f"flow run {flow_run_id} did not finish in {timeout} s")
+
+
+def test_a_rerun_from_the_prefect_ui_shows_its_verdict_and_opens_mlflow(stack) -> None:
+    from playwright.sync_api import sync_playwright
+
+    ui, api = stack["ui"], stack["api"]
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                             args=["--no-sandbox"])  # fmt: skip
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.set_default_timeout(60_000)
+        try:
+            # 1. the custom-run form opens complete, with the defaults shown
+            page.goto(f"{ui}/deployments/deployment/{stack['deployment']}/run")
+            page.wait_for_load_state("networkidle")
+            n_tests = _field(page, "N Tests").locator("input")
+            assert n_tests.input_value() == "50"
+            _shot(page, "1-custom-run-form")
+            # 2. change the settings as a lab user would: fewer tests, series splits
+            n_tests.fill("6")
+            _choose(page, "Split", "series")
+            _shot(page, "2-changed-settings")
+            page.get_by_role("button", name="Submit").click()
+            page.wait_for_url(re.compile(r".*tab=Runs"))  # back on the deployment, its runs
+            _shot(page, "3-submitted")
+            flow_run_id = _submitted_run(api, stack["deployment"])
+            run = _wait_for_run(api, flow_run_id)
+            assert run["state"]["type"] == "COMPLETED", Path(stack["log"]).read_text()[-3000:]
+            assert run["parameters"]["study"]["n_tests"] == 6
+            assert run["parameters"]["study"]["split"] == "series"
+            # 3. the run page says the outcome and shows the verdict table with MLflow links
+            headline = run["state"]["message"]
+            assert headline.startswith("press: ") and "M3" in headline
+            page.goto(f"{ui}/runs/flow-run/{flow_run_id}?tab=Artifacts")
+            page.wait_for_load_state("networkidle")
+            page.get_by_text(headline).first.wait_for()
+            _shot(page, "4-run-page")
+            artifacts = _post(f"{api}/artifacts/filter",
+                              {"artifacts": {"flow_run_id": {"any_": [flow_run_id]}}})  # fmt: skip
+            (verdicts,) = [a for a in artifacts if a["key"] == "press-result"]
+            page.goto(f"{ui}/artifacts/artifact/{verdicts['id']}")
+            page.wait_for_load_state("networkidle")
+            page.get_by_text("Press study").first.wait_for()
+            link = page.locator(f"a[href^='{stack['mlflow']}/#/experiments/']").first
+            link.wait_for()
+            _shot(page, "5-verdict-artifact")
+            target = link.get_attribute("href")
+            # 4. the MLflow link opens the run: the outcome in its name, the verdict table in
+            # its description, the figures among its artifacts
+            page.goto(target)  # (MLflow's UI keeps polling: no network idle to wait for)
+            page.get_by_text(re.compile(r"M\d - (passes|rejected|inconclusive)")).first.wait_for()
+            _shot(page, "6-mlflow-run")
+            run_id = target.rsplit("/", 1)[-1].split("?")[0]
+            assert "workflowType=machine_learning" in target
+            page.get_by_text("Model registry").first.wait_for()  # the model-training view
+            mlflow_run = _get(f"{stack['mlflow']}/api/2.0/mlflow/runs/get?run_id={run_id}")
+            tags = {t["key"]: t["value"] for t in mlflow_run["run"]["data"]["tags"]}
+            assert tags["prefect.flow_run_id"] == flow_run_id
+            assert tags["greylab.verdict"] in ("passes", "rejected", "inconclusive")
+            page.get_by_role("tab", name="Artifacts").click()
+            page.get_by_text("figures").first.wait_for()
+            _shot(page, "7-mlflow-artifacts")
+        finally:
+            _shot(page, "last")
+            browser.close()
