@@ -160,6 +160,12 @@ def settings_message(exc: ValidationError, model: type[BaseModel] | None = None)
     return "invalid settings: " + "; ".join(parts)
 
 
+def explained(text: str, choices: type) -> str:
+    """A field description followed by its Enum's one-line explanation of every choice (the
+    Prefect form shows a field's description, not its type's)."""
+    return f"{text}. {' '.join((choices.__doc__ or '').split())}"
+
+
 def with_settings(
     model: type[BaseModel], prepare: Callable[[dict[str, Any]], None] | None = None
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -31,7 +31,9 @@ DEFAULT_STUDY = DriveSearch()
 @flow(name="drive-structure-search", log_prints=True, persist_result=True, result_serializer="json")
 def drive_structure_search(study: DriveSearch = DEFAULT_STUDY) -> DriveResult:
     recorder = DriveRecorder(study.experiment)
-    with recorder.session(study.model_dump(mode="json"), tags=flow_run_tags()) as run_id:
+    settings = study.model_dump(mode="json")
+    # preset and batch size are decided by the run (empty/0 = automatic): logged as used
+    with recorder.session(settings, tags=flow_run_tags(), defer={"preset", "batch_size"}) as run_id:
         result = _run(study, recorder)
     outcome = DriveResult(**result, run_id=run_id, tracking=recorder.tracker.ui_hint(),
                           experiment_id=recorder.experiment_id())  # fmt: skip
@@ -71,6 +73,8 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
     )
     settings = emps_settings() if preset is DrivePreset.emps else GPSettings()
     nominals = {**dict(settings.nominals), **study.nominals}
+    batch_size = study.batch_size or max(1, -(-study.population // study.workers))
+    recorder.run.params({"preset": preset.value, "batch_size": batch_size})
     search = StructureSearch(
         settings=settings,
         population=study.population,
@@ -79,7 +83,7 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
         test_fraction=study.test_fraction,
         nominals=tuple(sorted(nominals.items())),
         map_batches=drive_tasks.prefect_map_batches,
-        batch_size=study.batch_size or max(1, -(-study.population // study.workers)),
+        batch_size=batch_size,
         checkpoint_dir=checkpoint if study.resume else None,
         progress=on_generation,
     ).fit(RecordingFile(loaded["path"], loaded["hash"]))

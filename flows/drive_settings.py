@@ -9,7 +9,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from flows.cli_settings import Cli
+from flows.cli_settings import Cli, explained
 from models.drivetrain import REFERENCE_STRUCTURE
 from tasks import limits
 from tasks.recorder import validate_experiment_name
@@ -48,7 +48,10 @@ class DriveSearch(BaseModel):
     )
     emps_decimate: int = Field(10, ge=1, description="EMPS: keep every k-th sample")
     preset: DrivePreset | None = Field(
-        None, description="Settings preset; empty = emps for a .mat file, else the paper's"
+        None,
+        description=explained(
+            "Settings preset; empty = emps for a .mat file, else the paper's", DrivePreset
+        ),
     )
     population: int = Field(10, ge=2, description="Individuals per generation")
     generations: int = Field(10, ge=1, description="Generations")

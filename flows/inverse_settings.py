@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from flows.cli_settings import Cli
+from flows.cli_settings import Cli, explained
 from methods.dae import Method
 from tasks import limits
 from tasks.recorder import validate_experiment_name
@@ -32,7 +32,7 @@ class InverseStudy(BaseModel):
         "(CLI: the SYSTEM argument)",
     )
     method: Method = Field(
-        Method.EULER, description="Integration method: euler (the paper), bdf2 or radau"
+        Method.EULER, description=explained("Integration method (euler: the paper's)", Method)
     )
     dt: StepSize = Field(1e-3, description="Step size [s]")
     dts: Annotated[list[StepSize] | None, Cli(hidden=True)] = Field(

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from flows.cli_settings import Cli
+from flows.cli_settings import Cli, explained
 from methods.press.design import Criterion
 from methods.press.hypothesis import Correction, Statistic
 from methods.press.splits import SplitKind
@@ -44,7 +44,9 @@ class PressStudy(BaseModel):
     sensor_sheet: Annotated[str | None, Cli(name="sheet", path=True)] = Field(
         None, description="Sensor sheet (sensor,sigma_um); empty = sigma from the repeats"
     )
-    twin_truth: Truth = Field(Truth.M3, description="Friction model of the digital twin (no data)")
+    twin_truth: Truth = Field(
+        Truth.M3, description=explained("Friction model of the digital twin (no data)", Truth)
+    )
     twin_seed: int = Field(1, ge=0, description="Seed of the digital twin (no data)")
     models: list[str] = Field(
         ["M1", "M2", "M3"],
@@ -56,17 +58,23 @@ class PressStudy(BaseModel):
     n_sensors: Annotated[int | None, Cli(name="sensors", zero_is_none=True)] = Field(
         2, ge=1, description="Sensors kept by the optimal design; empty (CLI: 0) = all"
     )
-    criterion: Criterion = Field(Criterion.E, description="Design criterion")
+    criterion: Criterion = Field(Criterion.E, description=explained("Design criterion", Criterion))
     n_tests: Annotated[int, Cli(name="tests")] = Field(
         50, ge=1, le=100_000, description="Calibration/validation tests per model"
     )
     tol: float = Field(0.05, gt=0, lt=1, description="Family-wise significance level")
-    split: SplitKind = Field(SplitKind.RANDOM, description="How tests split the data")
+    split: SplitKind = Field(
+        SplitKind.RANDOM, description=explained("How tests split the data", SplitKind)
+    )
     calibration_fraction: float = Field(
         0.5, gt=0, lt=1, description="Share of the data that calibrates (random splits)"
     )
-    statistic: Statistic = Field(Statistic.DIFFERENCE, description="Test statistic")
-    correction: Correction = Field(Correction.BONFERRONI, description="Multiple-testing correction")
+    statistic: Statistic = Field(
+        Statistic.DIFFERENCE, description=explained("Test statistic", Statistic)
+    )
+    correction: Correction = Field(
+        Correction.BONFERRONI, description=explained("Multiple-testing correction", Correction)
+    )
     seed: int = Field(0, ge=0, description="Seed of the random splits")
     batch_size: int = Field(25, ge=1, description="Splits per Prefect task")
     experiment: str = Field("press-uncertainty", description="MLflow experiment")

@@ -66,3 +66,15 @@ def test_press_models_are_a_multi_select_of_the_allowed_models(monkeypatch) -> N
     assert models["default"] == ["M1", "M2", "M3"]  # static: shown in the form
     assert models["items"]["enum"] == ["M1", "M2", "M3", "labmodels.spring:Spring"]
     assert models["uniqueItems"] is True
+
+
+@pytest.mark.parametrize("name", FLOWS)
+def test_the_form_explains_every_choice_where_it_is_made(name: str) -> None:
+    schema = _schema(name)
+    _, model = _settings(schema)
+    for field, prop in model["properties"].items():
+        refs = [prop.get("$ref", "")] + [p.get("$ref", "") for p in prop.get("anyOf", [])]
+        for ref in filter(None, refs):
+            choices = schema["definitions"][ref.rsplit("/", 1)[-1]].get("enum", [])
+            for value in choices:
+                assert str(value) in prop["description"], f"{name}.{field}: {value} unexplained"

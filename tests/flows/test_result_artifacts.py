@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,18 @@ def test_drive_flow_registers_validates_and_resumes(private_prefect: None, tmp_p
     assert first.validation == direct.metrics and set(direct.metrics) == {"velocity", "position"}
     assert first.validation_run_id and "Open-loop validation" in first.markdown()
     assert first.to_dict()["validation"] == first.validation
+    # what MLflow records is what the run used: the settings as given, and for the two the
+    # run decides (empty preset, batch size 0), the values it took
+    from tasks.settings import load_settings
+    from tasks.tracking import Tracker
+
+    params = Tracker(load_settings()).client.get_run(first.run_id).data.params
+    given = {k: v if isinstance(v, str) else json.dumps(v)
+             for k, v in study.model_dump(mode="json").items() if v is not None}  # fmt: skip
+    assert params["preset"] == "reference" and params["batch_size"] == "2"  # 4 / 2 workers
+    assert {k: params[k] for k in given if k != "batch_size"} == {
+        k: v for k, v in given.items() if k != "batch_size"
+    }
 
 
 def test_run_ids_link_to_the_mlflow_server(monkeypatch: pytest.MonkeyPatch) -> None:
