@@ -189,6 +189,10 @@ def solve_inverse(
 
     q0, v0, u0 = consistent_start(pb, demand, t0)
     rank_info = pb.rank_at(q0, v0, f"start t = {t0:g} s")
+    if rank_info.p != rank_info.p_expected:  # docs/methods.md 3.2: p = 2m - n expected
+        msg = f"p = rank(C M^-1 B^T) differs from 2m - n: {rank_info.summary()}"
+        warnings.warn(msg, RuntimeWarning, stacklevel=2)
+        msgs.append(msg)
     march = _March(pb, meth, float(dt), tol, chunk_len, jit, n_steps, t0)
     march.start(q0, v0, u0, _stage_parameters(pb, demand, meth, march.h, t0, n_steps + chunk_len))
     march.run()
