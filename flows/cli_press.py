@@ -188,6 +188,10 @@ def print_press_result(result: PressResult) -> None:
     columns = ["model", "verdict", "rejections", "failed", "min alpha", "threshold",
                "estimates ± s.e."]  # fmt: skip
     stdout.print(table(f"Press study (sensors {', '.join(result.sensors)})", columns, rows))
+    design = result.design
+    if design.get("model"):
+        stdout.print(f"sensor design: {design.get('criterion')}-optimal for {design['model']} "
+                     f"({design.get('model_chosen_by')})")  # fmt: skip
     for warning in result.warnings:
         stderr.print(f"warning: {warning}")
     print_cache_use(result.cache)

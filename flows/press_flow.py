@@ -27,7 +27,9 @@ DEFAULT_STUDY = PressStudy()
 def press_uncertainty(study: PressStudy = DEFAULT_STUDY) -> PressResult:
     recorder = PressRecorder(study.experiment)
     settings = study.model_dump(mode="json")
-    with recorder.session(settings, tags=flow_run_tags(), defer={"n_tests"}) as parent:
+    with recorder.session(
+        settings, tags=flow_run_tags(), defer={"n_tests", "design_model"}
+    ) as parent:
         result = _run(study, recorder)
     outcome = PressResult(**result, parent_run_id=parent, tracking=recorder.tracker.ui_hint(),
                           experiment_id=recorder.experiment_id())  # fmt: skip
@@ -72,11 +74,12 @@ def _run(study: PressStudy, recorder: PressRecorder) -> dict[str, Any]:
     report = steps.call("normality", steps.normality, path)
     recorder.normality(report)
     warnings = _normality_warnings(report)
+    design_model, chosen_by = design_model_of(study)
     design = steps.call(
-        "design", steps.design, study.models[0], path, study.n_sensors, study.criterion.value, sigma
+        "design", steps.design, design_model, path, study.n_sensors, study.criterion.value, sigma
     )
     sensors = design.best_sensors
-    recorder.design(design)
+    recorder.design(design, design_model)
     splits = steps.call(
         "plan-splits", steps.plan_splits, path, study.split.value, study.n_tests, study.seed,
         study.calibration_fraction,
@@ -101,12 +104,23 @@ def _run(study: PressStudy, recorder: PressRecorder) -> dict[str, Any]:
     return {
         "data_hash": loaded["hash"],
         "sensors": sensors,
-        "design": design.to_dict(),
+        "design": {**design.to_dict(), "model": design_model, "model_chosen_by": chosen_by},
         "normality": report.to_dict(),
         "verdicts": tuple(verdicts),
         "warnings": tuple(warnings),
         "cache": steps.use.to_dict(),
     }
+
+
+def design_model_of(study: PressStudy) -> tuple[str, str]:
+    """The model the sensor design uses and why: the setting, else the candidate with the
+    most parameters (the design must identify the richest model; ties: the last listed)."""
+    if study.design_model:
+        return study.design_model, "setting"
+    from models.registry import resolve_model
+
+    counts = [(len(resolve_model(m).parameters), i, m) for i, m in enumerate(study.models)]
+    return max(counts)[2], "most parameters"
 
 
 def _normality_warnings(report: Any) -> list[str]:

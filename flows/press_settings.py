@@ -55,6 +55,11 @@ class PressStudy(BaseModel):
         description="Candidate models (comma-separated on the command line): built-in names, "
         "or plugins the worker allows (entry points 'greylab.models', GREYLAB_ALLOWED_MODELS)",
     )
+    design_model: str | None = Field(
+        None,
+        description="Model the optimal sensor design uses (built-in name or an allowed "
+        "plugin); empty = the candidate with the most parameters (ties: the last listed)",
+    )
     n_sensors: Annotated[int | None, Cli(name="sensors", zero_is_none=True)] = Field(
         2, ge=1, description="Sensors kept by the optimal design; empty (CLI: 0) = all"
     )
@@ -99,6 +104,13 @@ class PressStudy(BaseModel):
 
         limits.check("models", len(value), "GREYLAB_MAX_MODELS")
         return [check_model_reference(m) for m in value]
+
+    @field_validator("design_model")
+    @classmethod
+    def _design_model(cls, value: str | None) -> str | None:
+        from models.registry import check_model_reference
+
+        return None if value is None else check_model_reference(value)
 
     @field_validator("n_tests")
     @classmethod

@@ -46,12 +46,13 @@ class PressRecorder(Recorder):
             params["n_tests_requested"] = requested
         self.run.params(params)
 
-    def design(self, design: Any) -> None:
+    def design(self, design: Any, model: str | None = None) -> None:
+        """The sensor design (`model`: the model it used, logged as `design_model`)."""
         run = self.run
         run.json(design.to_dict(), "design.json")
         run.table(design.table, "design.csv")
         self.design_code = str(design.best["code"])
-        run.params({"design": self.design_code})
+        run.params({"design": self.design_code} | ({"design_model": model} if model else {}))
         run.figure(design_figure(design), "figures/design.png")
 
     def model_run(

@@ -126,6 +126,9 @@ class PressResult:
                    "estimates ± s.e.", "MLflow run", "registered model"]  # fmt: skip
         lines = [f"# Press study: sensors {cell(', '.join(self.sensors))}", "",
                  markdown_table(columns, rows), "",
+                 f"Sensor design: {cell(self.design.get('criterion', ''))}-optimal for "
+                 f"{cell(self.design.get('model', '-'))} "
+                 f"({cell(self.design.get('model_chosen_by', '-'))})", "",
                  f"MLflow parent run {cell(self._link(self.parent_run_id))}, data hash "
                  f"{cell(self.data_hash[:12])}"]  # fmt: skip
         lines += [f"- warning: {cell(w)}" for w in self.warnings]

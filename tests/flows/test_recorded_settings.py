@@ -27,6 +27,8 @@ def test_press_records_the_tests_it_ran_not_the_tests_asked_for(
     client = Tracker(load_settings()).client
     parent = client.get_run(result.parent_run_id)
     assert parent.data.params["n_tests"] == "20"
+    assert parent.data.params["design_model"] == "M3"  # the only candidate
+    assert result.design["model"] == "M3" and "for M3" in result.markdown()
     assert parent.data.params["n_tests_requested"] == "30"
     (child,) = client.search_runs(
         [parent.info.experiment_id], f"tags.mlflow.parentRunId = '{result.parent_run_id}'"
@@ -63,3 +65,14 @@ def test_press_records_the_tests_it_ran_not_the_tests_asked_for(
     stored = [json.loads(p.read_text()) for p in (tmp_path / "prefect" / "storage").iterdir()]
     persisted = [r for r in stored if r.get("__class__", "").endswith("PressResult")]
     assert persisted and persisted[0]["data"]["parent_run_id"] == result.parent_run_id
+
+
+def test_the_design_model_is_the_setting_else_the_richest_candidate() -> None:
+    from flows.press_flow import design_model_of
+    from flows.press_settings import PressStudy
+
+    # the built-in models all have the two stiffnesses: a tie goes to the last listed
+    assert design_model_of(PressStudy(models=["M1", "M2"])) == ("M2", "most parameters")
+    assert design_model_of(PressStudy()) == ("M3", "most parameters")
+    chosen = PressStudy(models=["M1", "M3"], design_model="M1")
+    assert design_model_of(chosen) == ("M1", "setting")
