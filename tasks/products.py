@@ -192,7 +192,9 @@ def drive_input(frame: pd.DataFrame, dt: float) -> pd.DataFrame:
         row, col = (int(i) for i in bad[0])
         raise InputError(f"drive input: column {columns[col]} row {row} is not a finite number")
     step = np.diff(values[:, 0])
-    if np.max(np.abs(step - dt)) > 1e-3 * dt:
+    from models.drivetrain.product import DT_RTOL  # the core's tolerance, one definition
+
+    if np.max(np.abs(step - dt)) > DT_RTOL * dt:
         worst = int(np.argmax(np.abs(step - dt)))
         raise InputError(
             f"drive input: the model's sample time is {dt:g} s, but t_s steps by "

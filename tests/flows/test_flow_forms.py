@@ -78,3 +78,34 @@ def test_the_form_explains_every_choice_where_it_is_made(name: str) -> None:
             choices = schema["definitions"][ref.rsplit("/", 1)[-1]].get("enum", [])
             for value in choices:
                 assert str(value) in prop["description"], f"{name}.{field}: {value} unexplained"
+
+
+@pytest.mark.parametrize(
+    ("settings", "values", "message"),
+    [
+        ("drive", {"campaign": "../../etc"}, "campaign"),
+        ("drive", {"campaign": "a b<script>"}, "campaign"),
+        ("press", {"design_model": "os:system"}, "os:system"),
+        ("press", {"design_model": "M9"}, "M9"),
+        ("press", {"twin_seed": -1}, "twin_seed"),
+    ],
+)  # fmt: skip
+def test_hostile_dashboard_values_are_refused_by_the_settings(settings, values, message) -> None:
+    """Values typed into the form (or sent to the API) that name paths or code, or are out of
+    range, are refused with the field named, before anything runs."""
+    from pydantic import ValidationError
+
+    from flows.drive_settings import DriveSearch
+    from flows.press_settings import PressStudy
+
+    model = {"press": PressStudy, "drive": DriveSearch}[settings]
+    with pytest.raises((ValidationError, ValueError)) as caught:
+        model(**values)
+    assert message in str(caught.value)
+
+
+def test_a_missing_validation_recording_fails_before_any_server_starts(tmp_path, capsys) -> None:
+    from flows.cli import main
+
+    code = main(["drive", "identify", "--validation-data", str(tmp_path / "nope.csv")])
+    assert code == 2 and "nope.csv" in capsys.readouterr().err
