@@ -86,7 +86,7 @@ def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
     for column in columns:
         out.add_column(Text(str(column)))
     for row in rows:
-        out.add_row(*[Text(_fmt(v)) for v in row])
+        out.add_row(*[Text(format_cell(v)) for v in row])
     return out
 
 
@@ -95,7 +95,7 @@ def frame_table(title: str, frame: Any) -> Table:
     return table(title, [str(c) for c in frame.columns], frame.astype(object).values.tolist())
 
 
-def _fmt(value: Any) -> str:
+def format_cell(value: Any) -> str:
     if isinstance(value, float | np.floating):
         return f"{value:.4g}"
     return str(value)

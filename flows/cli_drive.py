@@ -72,7 +72,13 @@ def simulate(
 @with_settings(DriveSearch)
 def identify(
     study: DriveSearch,
-    runner: Annotated[str, typer.Option(help="thread or dask.")] = "dask",
+    runner: Annotated[
+        str,
+        typer.Option(
+            help="thread (worker threads in this process; the faster on one machine, README) "
+            "or dask (a local cluster of processes, or the one at GREYLAB_DASK_ADDRESS)."
+        ),
+    ] = "thread",
     as_json: JsonOpt = False,
 ) -> None:
     """Search the structure (submodels) and parameters that explain a recording."""

@@ -9,10 +9,20 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from flows.cli_common import emit, progress_bars, split_list, stderr, stdout, table
+from flows.cli_common import (
+    emit,
+    format_cell,
+    progress_bars,
+    split_list,
+    stderr,
+    stdout,
+    table,
+)
 from flows.cli_settings import with_settings
 from flows.ingest_settings import IngestSettings
+from ingestion.layout import CAMPAIGN_FILE
 from methods.errors import InputError
+from tasks.settings import DATA_ROOT_DEFAULT, INBOX_DEFAULT, INBOX_DIR
 
 
 def register(app: typer.Typer) -> None:
@@ -27,10 +37,17 @@ def ingest(
     settings: IngestSettings,
     inbox: Annotated[
         Path | None,
-        typer.Option(help="Inbox folder; default GREYLAB_INBOX or `<data root>/inbox`."),
+        typer.Option(
+            help=f"Inbox folder; default $GREYLAB_INBOX, else {INBOX_DEFAULT} (with "
+            f"--data-root: its {INBOX_DIR} folder)."
+        ),
     ] = None,
     data_root: Annotated[
-        Path | None, typer.Option(help="Dataset root; default GREYLAB_DATA_ROOT.")
+        Path | None,
+        typer.Option(
+            help=f"Dataset root (holds {CAMPAIGN_FILE}); default $GREYLAB_DATA_ROOT, else "
+            f"{DATA_ROOT_DEFAULT}."
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
 ) -> None:
@@ -117,6 +134,13 @@ def compare(
     models: Annotated[
         bool, typer.Option("--models", help="Registered model versions instead of runs.")
     ] = False,
+    columns: Annotated[
+        str | None,
+        typer.Option(
+            help="Columns to show, comma-separated (names as in --json), or all (one block "
+            "per run, nothing cut); default: a few that fit 80 columns."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
 ) -> None:
     """Table of tracked runs of a study (read from MLflow) and a comparison figure; with
@@ -124,8 +148,9 @@ def compare(
     from tasks.compare import STUDIES, comparison_figure, runs_table
     from tasks.settings import load_settings
 
+    wanted = split_list(columns) if columns else None
     if models:
-        compare_models(study, last, as_json)
+        compare_models(study, last, as_json, wanted)
         return
     if study is None:
         raise InputError("give --study press|drive|inverse, or --models")
@@ -145,16 +170,36 @@ def compare(
         if frame.empty:
             stdout.print(f"no tracked {study} runs found")
             return
-        lead = ["run_id", *[c for c in STUDIES[study]["lead"] if c in frame]]
-        lead += [c for c in frame.columns if c.startswith("param.")]
-        shown = frame[lead].assign(run_id=frame["run_id"].str[:8])
-        stdout.print(table(f"{study} runs (newest first)", lead, shown.values.tolist()))
+        shown = frame.assign(run_id=frame["run_id"].str[:8])
+        print_columns(f"{study} runs (newest first)", shown, wanted, STUDIES[study]["short"])
         stdout.print(f"figure: {out}")
 
     emit(result, as_json=as_json, human=human)
 
 
-def compare_models(study: str | None, last: int, as_json: bool) -> None:
+def print_columns(title: str, frame: Any, wanted: list[str] | None, default: list[str]) -> None:
+    """The chosen columns as a table; ``--columns all`` as one block per row (name: value),
+    which no terminal width cuts."""
+    from tasks.compare import choose_columns
+
+    names = choose_columns(frame, wanted, default)
+    if wanted and [w.lower() for w in wanted] == ["all"]:
+        stdout.print(title)
+        for record in frame[names].to_dict("records"):
+            stdout.print("")
+            for name, value in record.items():
+                if value == value:  # NaN: a column of another model (its parameters)
+                    stdout.print(f"  {name}: {format_cell(value)}")
+        return
+    stdout.print(table(title, names, frame[names].values.tolist()))
+    hidden = len(frame.columns) - len(names)
+    if hidden > 0 and not wanted:
+        stdout.print(f"({hidden} more columns: --columns all, or choose names from --json)")
+
+
+def compare_models(
+    study: str | None, last: int, as_json: bool, wanted: list[str] | None = None
+) -> None:
     from tasks.compare import MODEL_LEAD, models_table
 
     frame = models_table(study, last=last)
@@ -167,10 +212,13 @@ def compare_models(study: str | None, last: int, as_json: bool) -> None:
         if frame.empty:
             stdout.print("no registered greylab models found")
             return
-        columns = [c for c in MODEL_LEAD if c != "created"] + ["validation R^2"]
-        rows = [[*(str(r[c])[:8] if c == "run_id" else r[c] for c in columns[:-1]),
-                 _validation_r2(r)] for r in frame.to_dict("records")]  # fmt: skip
-        stdout.print(table("registered models (newest version first)", columns, rows))
+        shown = frame.assign(
+            run_id=frame["run_id"].astype(str).str[:8],
+            **{"validation R^2": [_validation_r2(r) for r in frame.to_dict("records")]},
+        )
+        default = [c for c in MODEL_LEAD if c not in ("created", "data_hash")]
+        print_columns("registered models (newest version first)", shown, wanted,
+                      [*default, "validation R^2"])  # fmt: skip
 
     emit(result, as_json=as_json, human=human)
 

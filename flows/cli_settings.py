@@ -40,15 +40,20 @@ class Cli:
 
     ``name``: option name without ``--`` (default: the field name in kebab case); ``path``: a
     file path, resolved to an absolute path; ``zero_is_none``: ``--name 0`` means "none" (the
-    empty field of the form); ``hidden``: a setting of the dashboard and API only;
+    empty field of the form; ``--name all`` says the same); ``hidden``: a setting of the dashboard and API only;
     ``default``: the command line's default where it differs from the form's (e.g. a shorter
-    settle window for a person at a terminal)."""
+    settle window for a person at a terminal); ``aliases``: further option names (an old
+    spelling kept working, e.g. ``("--models",)``).
+
+    A list field is a repeatable option whose values may also be comma-separated:
+    ``--model M1 --model M2`` and ``--model M1,M2`` are the same list."""
 
     name: str | None = None
     path: bool = False
     zero_is_none: bool = False
     hidden: bool = False
     default: Any = None
+    aliases: tuple[str, ...] = ()
 
 
 def cli_of(field: FieldInfo) -> Cli:
@@ -109,15 +114,16 @@ def _parameter(name: str, field: FieldInfo) -> inspect.Parameter:
         kind = Path | None if optional else Path
     elif kind is bool:
         flag = f"{flag}/--no-{flag[2:]}"
-    elif origin is list:  # a comma-separated list on the command line
-        kind, default = str, ",".join(str(getattr(v, "value", v)) for v in default or [])
+    elif origin is list:  # repeatable, each value comma-separated
+        kind = list[str]
+        default = [",".join(str(getattr(v, "value", v)) for v in default or [])]
     elif origin is dict:  # repeated name=value
         kind, default = list[str] | None, None
-    elif optional and cli.zero_is_none:
-        default = 0 if default is None else default
+    elif optional and cli.zero_is_none:  # a number, or 0 / "all" for none
+        kind, default = str, "all" if default is None else str(default)
     elif optional:
         kind = kind | None
-    option = typer.Option(flag, help=text, case_sensitive=False)
+    option = typer.Option(flag, *cli.aliases, help=text, case_sensitive=False)
     return inspect.Parameter(
         name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[kind, option]
     )
@@ -135,10 +141,11 @@ def settings_from_cli(model: type[BaseModel], values: dict[str, Any]) -> Any:
         if cli.path and value is not None:
             value = str(Path(value).resolve())
         elif origin is list:
-            value = split_list(value)
+            value = [v for item in ([value] if isinstance(value, str) else value)
+                     for v in split_list(item)]  # fmt: skip
         elif origin is dict:
             value = parse_overrides(value, option=option_name(name, field))
-        elif cli.zero_is_none and value == 0:
+        elif cli.zero_is_none and str(value).strip().lower() in {"0", "all"}:
             value = None
         kwargs[name] = value
     try:

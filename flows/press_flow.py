@@ -113,13 +113,19 @@ def _run(study: PressStudy, recorder: PressRecorder) -> dict[str, Any]:
 
 
 def design_model_of(study: PressStudy) -> tuple[str, str]:
-    """The model the sensor design uses and why: the setting, else the candidate with the
-    most parameters (the design must identify the richest model; ties: the last listed)."""
-    if study.design_model:
-        return study.design_model, "setting"
+    """The model the sensor design uses and why (`choose_design_model`)."""
+    return choose_design_model(study.models, study.design_model)
+
+
+def choose_design_model(models: list[str], chosen: str | None = None) -> tuple[str, str]:
+    """The model the sensor design uses and why: ``chosen`` if given, else the candidate with
+    the most parameters (the design must identify the richest model; ties: the last listed).
+    One rule for `greylab press design` and the flow."""
+    if chosen:
+        return chosen, "setting"
     from models.registry import resolve_model
 
-    counts = [(len(resolve_model(m).parameters), i, m) for i, m in enumerate(study.models)]
+    counts = [(len(resolve_model(m).parameters), i, m) for i, m in enumerate(models)]
     return max(counts)[2], "most parameters"
 
 

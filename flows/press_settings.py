@@ -48,11 +48,12 @@ class PressStudy(BaseModel):
         Truth.M3, description=explained("Friction model of the digital twin (no data)", Truth)
     )
     twin_seed: int = Field(1, ge=0, description="Seed of the digital twin (no data)")
-    models: list[str] = Field(
+    models: Annotated[list[str], Cli(name="model", aliases=("--models",))] = Field(
         ["M1", "M2", "M3"],
         min_length=1,
         json_schema_extra=_model_choices,
-        description="Candidate models (comma-separated on the command line): built-in names, "
+        description="Candidate models (CLI: --model repeated or comma-separated; --models is the "
+        "same option): built-in names, "
         "or plugins the worker allows (entry points 'greylab.models', GREYLAB_ALLOWED_MODELS)",
     )
     design_model: str | None = Field(
@@ -61,7 +62,7 @@ class PressStudy(BaseModel):
         "plugin); empty = the candidate with the most parameters (ties: the last listed)",
     )
     n_sensors: Annotated[int | None, Cli(name="sensors", zero_is_none=True)] = Field(
-        2, ge=1, description="Sensors kept by the optimal design; empty (CLI: 0) = all"
+        2, ge=1, description="Sensors kept by the optimal design; empty (CLI: all or 0) = all"
     )
     criterion: Criterion = Field(Criterion.E, description=explained("Design criterion", Criterion))
     n_tests: Annotated[int, Cli(name="tests")] = Field(

@@ -34,6 +34,7 @@ STUDIES: dict[str, dict[str, Any]] = {
         ],
         "headline": "min_alpha",
         "log": True,
+        "short": ["run_id", "model", "verdict", "min_alpha", "n_tests", "split", "design"],
     },
     "drive": {
         "kind": "parent",
@@ -49,6 +50,7 @@ STUDIES: dict[str, dict[str, Any]] = {
         ],
         "headline": "best_rss",
         "log": True,
+        "short": ["run_id", "best_structure", "best_fitness", "generations", "seed", "cache"],
     },
     "inverse": {
         "kind": "child",
@@ -63,8 +65,26 @@ STUDIES: dict[str, dict[str, Any]] = {
         ],
         "headline": "max_constraint_violation",
         "log": True,
+        "short": ["run_id", "system", "method", "dt", "max_constraint_violation"],
     },
 }
+# the columns `greylab compare` shows by default: they fit an 80-column terminal
+
+
+def choose_columns(frame: pd.DataFrame, wanted: list[str] | None, default: list[str]) -> list[str]:
+    """The columns to show: ``wanted`` (names as in ``--json``; ``["all"]`` = every column)
+    or the default ones present. An unknown name is an InputError listing the known ones."""
+    if not wanted:
+        return [c for c in default if c in frame.columns]
+    if [w.lower() for w in wanted] == ["all"]:
+        return list(frame.columns)
+    unknown = [w for w in wanted if w not in frame.columns]
+    if unknown:
+        from methods.errors import InputError
+
+        known = ", ".join(map(str, frame.columns))
+        raise InputError(f"--columns: unknown column(s) {unknown}; known: {known[:1500]}")
+    return wanted
 
 
 def runs_table(

@@ -16,6 +16,7 @@ So a split or sensor mask is only a weight vector, and one compiled function ser
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -97,7 +98,11 @@ def compile_model(model: Any, n_q: int) -> CompiledModel:
     p = ca.SX.sym("p", n_p)
     q = ca.SX.sym("q", n_q)
     try:
-        H = ca.SX(model.response(p, q))
+        with warnings.catch_warnings():
+            # numpy functions on symbols (np.column_stack of SX columns) work through CasADi's
+            # legacy numpy mode, which announces its future change with a long FutureWarning
+            warnings.filterwarnings("ignore", category=FutureWarning, module="casadi")
+            H = ca.SX(model.response(p, q))
     except Exception as exc:  # a user model that cannot take CasADi symbols
         raise InputError(
             f"model {getattr(model, 'name', model)!r}: response(p, forces) must evaluate on "
@@ -262,6 +267,11 @@ def parameter_arrays(
     bounds = getattr(model, "bounds", None) or {}
     lo = np.array([float(bounds.get(n, (-np.inf, np.inf))[0]) for n in names])
     hi = np.array([float(bounds.get(n, (-np.inf, np.inf))[1]) for n in names])
-    # scale by the start value (stiffnesses ~1e3 N/um, friction ~1e-2); 1 for zero starts
-    scale = np.where(np.abs(p0) > 0, np.abs(p0), 1.0)
+    # scale by the start value (stiffnesses ~1e3 N/um, friction ~1e-2); a zero start by the
+    # larger bound's magnitude when both bounds are finite, else by 1
+    finite = np.isfinite(lo) & np.isfinite(hi)
+    reach = np.where(
+        finite, np.maximum(np.abs(np.where(finite, lo, 0)), np.abs(np.where(finite, hi, 0))), 0
+    )
+    scale = np.where(np.abs(p0) > 0, np.abs(p0), np.where(reach > 0, reach, 1.0))
     return names, p0, scale, lo, hi

@@ -161,19 +161,20 @@ def sensor_design(
     sigma: Mapping[str, float] | pd.DataFrame | None = None,
 ) -> SensorDesign:
     """Exhaustive enumeration of the subsets with exactly ``n_sensors`` sensors (None: every
-    size >= n_p). Code "110" = first two model sensors kept."""
+    size). Code "110" = first two model sensors kept. A sensor reads the whole scenario, so
+    fewer sensors than parameters can identify a model: identifiability is the covariance's
+    rank test (column ``identifiable``), not a count."""
     crit = parse_enum(Criterion, criterion, "criterion")
     sensors = tuple(model.sensors)
-    n_s, n_p = len(sensors), len(model.parameters)
-    if n_sensors is not None and not n_p <= n_sensors <= n_s:
+    n_s = len(sensors)
+    if n_sensors is not None and not 1 <= n_sensors <= n_s:
         raise InputError(
-            f"n_sensors must lie between n_p = {n_p} (one sensor per parameter at least) and"
-            f" the {n_s} model sensors, got {n_sensors}"
+            f"n_sensors must lie between 1 and the {n_s} model sensors, got {n_sensors}"
         )
     if n_s > 20:
         raise InputError(f"{n_s} sensors are too many to enumerate: use branch_and_bound")
     M, S, scale, used = sensor_blocks(model, table, parameters=parameters, sigma=sigma)
-    sizes = range(n_p, n_s + 1) if n_sensors is None else [n_sensors]
+    sizes = range(1, n_s + 1) if n_sensors is None else [n_sensors]
     rows = []
     for size in sizes:
         for subset in itertools.combinations(range(n_s), size):

@@ -25,10 +25,13 @@ def ellipsoid_figure(
     fit: Any, detection: Any | None = None, *, i: int = 0, j: int = 1, level: float = 0.95
 ):
     """2-D projection of the fit's confidence ellipsoid (parameters ``i``, ``j``) with the
-    calibration and validation estimates of the tests of ``detection`` (if given)."""
+    calibration and validation estimates of the tests of ``detection`` (if given). A
+    one-parameter model gets its confidence interval instead (`interval_figure`)."""
+    names = list(fit.parameters)
+    if len(names) == 1:
+        return interval_figure(fit, detection, level=level)
     plt = _plt()
     fig, ax = plt.subplots(figsize=(5.5, 4.5))
-    names = list(fit.parameters)
     if fit.identifiable:
         e = fit.ellipsoid(level)
         b = e.boundary_2d(i, j)
@@ -44,6 +47,36 @@ def ellipsoid_figure(
                 ax.scatter(x[rej], y[rej], marker=marker, s=18, c="red", label=lab + " (rejected)")
     ax.set_xlabel(names[i])
     ax.set_ylabel(names[j])
+    ax.set_title(f"{fit.model}: parameter estimates")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def interval_figure(fit: Any, detection: Any | None = None, *, level: float = 0.95):
+    """The one-parameter counterpart of `ellipsoid_figure`: the confidence interval of the
+    all-data estimate (a band) and the calibration and validation estimates per test."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5.5, 4.5))
+    name = next(iter(fit.parameters))
+    if fit.identifiable:
+        e = fit.ellipsoid(level)  # one dimension: centre +- the semi-axis
+        low, high = e.center[0] - e.semi_axes[0], e.center[0] + e.semi_axes[0]
+        ax.axhspan(low, high, color="0.85", label=f"{level:.0%} interval (all data)")
+    ax.axhline(fit.values[0], color="k", lw=1, label="estimate (all data)")
+    if detection is not None and len(detection.tests):
+        t = detection.tests
+        rej = t["rejected"].to_numpy(bool) if "rejected" in t else np.zeros(len(t), bool)
+        index = np.arange(1, len(t) + 1)
+        for prefix, marker, lab in (("p_cal_", "o", "calibration"), ("p_val_", "x", "validation")):
+            y = t[prefix + name].to_numpy(float)
+            ax.scatter(index[~rej], y[~rej], marker=marker, s=14, alpha=0.6, label=lab)
+            if rej.any():
+                ax.scatter(
+                    index[rej], y[rej], marker=marker, s=18, c="red", label=lab + " (rejected)"
+                )
+    ax.set_xlabel("test")
+    ax.set_ylabel(name)
     ax.set_title(f"{fit.model}: parameter estimates")
     ax.legend(fontsize=7)
     fig.tight_layout()

@@ -65,7 +65,7 @@ def test_every_visible_field_is_an_option_with_its_default_help_range_and_choice
     refused = CliRunner().invoke(app, ["--colour", "green"])
     assert refused.exit_code == 2 and "red" in refused.output and "blue" in refused.output
     assert "red: warm; blue: cold." in (options["--colour"].help or "")
-    assert options["--names"].default == "a,b"
+    assert options["--names"].default == ["a,b"]  # repeatable, each value comma-separated
     assert options["--fast"].secondary_opts == ["--no-fast"]
     assert options["--wait"].default == 5.0  # the command line's own default
 
@@ -84,6 +84,28 @@ def test_parsed_options_become_the_settings_model(tmp_path: Path) -> None:
                         scales={"J": 2.0, "c": 0.5}, fast=False, wait=5.0)  # fmt: skip
     CliRunner().invoke(app, [])
     assert seen[1][0] == Toy(wait=5.0)
+
+
+def test_a_list_is_repeatable_comma_separated_and_reachable_by_its_alias() -> None:
+    class Listed(BaseModel):
+        models: Annotated[list[str], Cli(name="model", aliases=("--models",))] = ["M1"]
+        keep: Annotated[int | None, Cli(zero_is_none=True)] = 2
+
+    app, seen = _command(Listed)
+    for args, expected in (
+        (["--model", "a", "--model", "b,c"], ["a", "b", "c"]),
+        (["--models", "a,b"], ["a", "b"]),
+        (["--model", "a", "--models", "b"], ["a", "b"]),
+        ([], ["M1"]),
+    ):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+        assert seen[-1][0].models == expected
+    for word, kept in (("all", None), ("ALL", None), ("0", None), ("3", 3)):
+        assert CliRunner().invoke(app, ["--keep", word]).exit_code == 0
+        assert seen[-1][0].keep == kept
+    with pytest.raises(InputError, match=r"--keep: Input should be a valid integer"):
+        settings_from_cli(Listed, {"keep": "many"})
 
 
 def test_an_invalid_value_names_the_option_not_the_field() -> None:

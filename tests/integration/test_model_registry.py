@@ -179,3 +179,45 @@ def test_registered_drive_model_in_a_fresh_process(registry: dict[str, Any]) -> 
             scale = float(np.ptp(frame[column]))
             np.testing.assert_allclose(out[column], frame[column], atol=1e-9 * scale)
     assert min(seconds) < TARGET_S, seconds
+
+
+def test_the_readme_use_a_model_block_runs_as_written(
+    registry: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """README "Use a model": the block runs as written against registered `press-M3/1` (the
+    fixture's) and `drive-emps/1` (here: the EMPS structure at the published IDIM-LS
+    parameters, 100 Hz as `load_emps(decimate=10)` gives), from the project folder."""
+    import re
+
+    from models.drivetrain.gp.presets import EMPS_PUBLISHED, emps_settings
+    from models.drivetrain.product import DriveModel
+    from schemas.drive import load_emps
+    from tasks.drive_records import DriveRecorder
+    from tasks.products import registered_name
+
+    root = Path(__file__).resolve().parents[2]
+    recording = load_emps(root / "data/emps/DATA_EMPS.mat", decimate=10)
+    dt = float(recording["t_s"].iloc[1] - recording["t_s"].iloc[0])
+    structure = ("one_mass", "coulomb", "viscous", "gravity")
+    model = DriveModel.from_settings(structure, EMPS_PUBLISHED, emps_settings(), dt,
+                                     units="prismatic", source="IDIM-LS")  # fmt: skip
+    recorder = DriveRecorder("registry-readme", registry["tracker"])
+    with recorder.session({"what": "readme"}):
+        info = recorder.register(
+            recorder.run, {"kind": "drive", "model": model.to_dict()},
+            name=registered_name("drive", "emps"), input_example=recording.head(200),
+            tags={"greylab.structure": ",".join(structure)}, description="README block",
+        )  # fmt: skip
+    assert info["uri"] == "models:/drive-emps/1"
+    text = (root / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("**Use a model**") :]
+    block = re.search(r"```python\n(.*?)```", section, re.S)
+    assert block is not None
+    monkeypatch.chdir(root)
+    namespace: dict[str, Any] = {}
+    exec(compile(block.group(1), "README.md", "exec"), namespace)
+    simulated = namespace["simulated"]
+    assert list(simulated.columns) == ["t_s", "velocity_rad_s", "position_rad"]
+    assert len(simulated) == len(namespace["recording"])
+    predicted = namespace["press"].predict(namespace["scenario"])
+    assert set(predicted["sensor"]) == {"D_vertical", "F_horizontal", "B0_vertical"}

@@ -62,3 +62,22 @@ def test_compare_command_json(tracker: Tracker, tmp_path: Path, capsys) -> None:
     assert figure.stat().st_size > 1000
     assert main(["compare", "--study", "bogus"]) == 2
     assert "unknown study 'bogus'" in capsys.readouterr().err
+
+
+def test_compare_fits_80_columns_and_shows_any_column_on_request(
+    tracker: Tracker, capsys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _press_study(tracker, {"M1": True, "M3": False}, 5400.0)
+    assert main(["compare", "--study", "press"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line[:1] in "┏┃┡│└"]
+    assert rows and max(len(line) for line in rows) <= 80
+    assert "more columns: --columns all" in out
+    assert main(["compare", "--study", "press", "--columns", "model,stderr.k5,data_hash"]) == 0
+    out = capsys.readouterr().out
+    assert "19" in out and "abc123" in out and "verdict" not in out
+    assert main(["compare", "--study", "press", "--columns", "all"]) == 0
+    out = capsys.readouterr().out
+    assert "  stderr.k5: 19" in out and "  data_hash: abc123" in out and "  commit: " in out
+    assert main(["compare", "--study", "press", "--columns", "model,bogus"]) == 2
+    assert "unknown column(s) ['bogus']; known: run_id" in capsys.readouterr().err
