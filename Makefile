@@ -40,14 +40,16 @@ format: install
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-## bench: every benchmark once, on its documented default (each prints ratios vs its baseline)
+## bench: every benchmark, repeated (median, range, targets met in k/N runs; ratios against
+## baselines of the same run; JSON in build/bench/), then README's figure blocks from the JSON
 bench: install
-	PYTHONPATH=. $(BIN)/python benchmarks/press_detect.py
-	PYTHONPATH=. $(BIN)/python benchmarks/nist_strd.py
-	PYTHONPATH=. $(BIN)/python benchmarks/inverse.py
-	PYTHONPATH=. $(BIN)/python benchmarks/press_calibration.py 100 30
-	PYTHONPATH=. $(BIN)/python benchmarks/drive_search.py speed --seed 0
-	PYTHONPATH=. $(BIN)/python benchmarks/emps_validation.py
+	PYTHONPATH=. $(BIN)/python benchmarks/press_detect.py --repeats 5
+	PYTHONPATH=. $(BIN)/python benchmarks/nist_strd.py --repeats 3
+	PYTHONPATH=. $(BIN)/python benchmarks/inverse.py --repeats 5
+	PYTHONPATH=. $(BIN)/python benchmarks/press_calibration.py 100 30 --repeats 1
+	PYTHONPATH=. $(BIN)/python benchmarks/drive_search.py speed --seed 0 --repeats 3
+	PYTHONPATH=. $(BIN)/python benchmarks/emps_validation.py --repeats 3
+	PYTHONPATH=. $(BIN)/python benchmarks/readme_figures.py
 
 clean:
 	rm -rf .greylab .pytest_cache .mypy_cache .ruff_cache

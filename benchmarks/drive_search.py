@@ -21,35 +21,30 @@ Compiled code (``--jit-cache``): ``cold`` (default) gives every search an empty 
 pay the same compile time; ``warm`` uses the shared cache (results identical, times lower).
 Worker processes are fresh for every search (no in-memory simulators carried over).
 
-Measured on this 2-core machine with nothing else running (load ~2 including the run), GP
-with ``simplify_best`` (2026-12-02):
-
-    rates                                  (10 x 10)  9/10 (seed 2: {3,5,6,7,8}),
-                                                      wall median 54.3 s, max 66.7 s
-    rates --noise-percent 1                (10 x 10)  8/10 (seed 2: {3,5,6,7,8}, seed 9:
-                                                      {2,5,6,7,8}), median 61.5 s, max 69.3 s
-                                                      (rerun: same seeds, 47.3 s, 53.3 s)
-    rates --population 6 --generations 20             10/10, median 57.1 s, max 77.4 s
-    speed --seed 0    1 worker 96.6 s, 2 workers 49.5 s: 1.95x, same result {2,5,6,7}
-    emps: {1,5,6,8} J1 -2.5 %, f_v -7.1 %, M_C +8.4 %, offset +6.0 % (position weight 1;
-          velocity only: offset +11.0 %)
-    emps --search --seed 0..9: {1,5,6,8} in 10/10 (681, 532, 218, 327, 198 s; seeds 5..9
-          295, 583, 276, 154, 232 s, 5..8 beside a test run); before
-          ``simplify_best`` seed 0 ended at {1,5,6,8,10} without trying {1,5,6,8}.
+``--repeats N`` runs the mode N times (default 1: a search takes a minute or more); the end
+of the output is the README rows it backs (median, range, targets met in k/N repeats), also
+written as JSON to ``build/bench/drive_search-<mode>.json``. ``make bench`` runs ``speed``
+(figures regenerated into README by ``benchmarks/readme_figures.py``); the ``rates`` and
+``emps --search`` rows of README were copied by hand, with their dates and loads.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from benchmarks._report import Bench, add_arguments
 from models.drivetrain import reference_recording
 from models.drivetrain.gp import GPSettings, IdentificationSettings, StructureSearch
 from models.drivetrain.gp.presets import EMPS_PUBLISHED, emps_settings
@@ -121,7 +116,7 @@ def describe(args) -> str:
             f"{args.jit_cache}")  # fmt: skip
 
 
-def speed(args) -> None:
+def speed(args, bench: Bench) -> None:
     rec = recording(args.noise_percent, args.seed)
     print(describe(args), f"seed {args.seed}; load average before: {os.getloadavg()}")
     one, t1 = run(args, args.seed, 1, rec)
@@ -133,10 +128,21 @@ def speed(args) -> None:
         one.best_structure_ == two.best_structure_ and one.best_parameters_ == two.best_parameters_
     )
     print(f"same result: {same}; load average after: {os.getloadavg()}")
+    search = (f"one whole search ({args.population} × {args.generations}, seed {args.seed}, "
+              "cold compile cache)")  # fmt: skip
+    bench.add("one_worker_s", t1, f"{search}, 1 worker", unit="s", fmt=".1f")
+    bench.add("workers_s", t2, f"same, {args.workers} workers", unit="s", fmt=".1f",
+              target=("<=", 120.0), short=f"drive search, {args.workers} workers")  # fmt: skip
+    bench.add("speedup", t1 / t2, f"speed-up 1 → {args.workers} workers (same run)", unit="×",
+              fmt=".2f", target=(">=", 1.6),
+              short=f"drive speed-up 1 → {args.workers} workers")  # fmt: skip
+    codes = "{" + ",".join(map(str, two.best_codes_)) + "}"
+    bench.add("result", f"{codes}, {'same' if same else 'NOT the same'} with 1 worker",
+              "structure found")  # fmt: skip
 
 
-def rates(args) -> None:
-    hits, times = 0, []
+def rates(args, bench: Bench) -> None:
+    hits, times, misses = 0, [], []
     print(describe(args), f"workers {args.workers}")
     for seed in range(args.seeds):
         search, wall = run(args, seed, args.workers, recording(args.noise_percent, seed))
@@ -147,6 +153,7 @@ def rates(args) -> None:
               f"({search.n_evaluations_} identifications, load {os.getloadavg()[0]:.1f})",
               flush=True)  # fmt: skip
         if not ok:  # where the search ended: first generation with that best, its parameters
+            misses.append(f"seed {seed}: {{{','.join(map(str, search.best_codes_))}}}")
             h = search.history_
             first = int(h.loc[h["overall_best_codes"] == h["overall_best_codes"].iloc[-1],
                               "generation"].min()) + 1  # fmt: skip
@@ -156,6 +163,13 @@ def rates(args) -> None:
             )
     print(f"exact structure in {hits}/{args.seeds} seeds; wall median {np.median(times):.1f} s, "
           f"max {np.max(times):.1f} s")  # fmt: skip
+    missed = f" ({'; '.join(misses)})" if misses else ""
+    bench.add("hits", f"{hits}/{args.seeds}{missed}", f"exact structure found ({describe(args)}, "
+              f"{args.workers} workers), seeds")  # fmt: skip
+    bench.add("median_s", float(np.median(times)), "wall per search, median over the seeds",
+              unit="s", fmt=".1f")  # fmt: skip
+    bench.add("max_s", float(np.max(times)), "wall per search, max over the seeds", unit="s",
+              fmt=".1f")  # fmt: skip
 
 
 def emps_gp_settings(args) -> GPSettings:
@@ -164,7 +178,7 @@ def emps_gp_settings(args) -> GPSettings:
     return replace(gp, identification=replace(gp.identification, prefilter_hz=args.prefilter_hz))
 
 
-def emps(args) -> None:
+def emps(args, bench: Bench) -> None:
     from models.drivetrain.gp import IndividualSpec, as_arrays, identify
     from schemas.drive import load_emps
 
@@ -175,25 +189,35 @@ def emps(args) -> None:
                           (("J1", 100.0), ("M_C", 20.0), ("f_v", 200.0), ("M_G", 0.0)))  # fmt: skip
     t0 = time.perf_counter()
     ev = identify(spec, as_arrays(frame), full)
+    wall = time.perf_counter() - t0
     print(f"EMPS {{1,5,6,8}} (decimate {args.decimate}, f_tanh {args.f_tanh}, position weight "
-          f"{args.position_weight}) identified in {time.perf_counter() - t0:.1f} s, RSS {ev.rss:.4g}")  # fmt: skip
-    report(ev.parameters)
+          f"{args.position_weight}) identified in {wall:.1f} s, RSS {ev.rss:.4g}")  # fmt: skip
+    bench.add("fit", report(ev.parameters), "EMPS {1,5,6,8} fit vs published IDIM-LS values")
+    bench.add("fit_s", wall, "same, identification wall time", unit="s", fmt=".2f")
     if args.search:
         search, wall = run(args, args.seed, args.workers, frame, gp, show_generation)
         print(f"search {args.population} x {args.generations} seed {args.seed}, {args.workers} "
               f"workers: {search.best_codes_} {search.best_structure_} in {wall:.1f} s "
               f"({search.n_evaluations_} identifications)")  # fmt: skip
         print(search.history_[["generation", "best_codes", "best_fitness"]].to_string(index=False))
+        codes = "{" + ",".join(map(str, search.best_codes_)) + "}"
+        bench.add("search", codes, f"EMPS structure search ({args.population} × "
+                  f"{args.generations}, seed {args.seed}, {args.workers} workers)")  # fmt: skip
+        bench.add("search_s", wall, "same, wall time", unit="s", fmt=".0f")
         if set(EMPS_PUBLISHED) <= set(search.best_parameters_):
             report(search.best_parameters_)
 
 
-def report(parameters: dict) -> None:
+def report(parameters: dict) -> str:
+    """Print each parameter against its published value; the relative errors in one line."""
+    errors = []
     for k, ref in EMPS_PUBLISHED.items():
         value = parameters[k]
         print(
             f"  {k}: {value:10.4f}  published {ref:10.4f}  rel. error {(value - ref) / ref:+7.1%}"
         )
+        errors.append(f"{k} {(value - ref) / ref:+.1%}")
+    return ", ".join(errors)
 
 
 def main() -> None:
@@ -212,10 +236,14 @@ def main() -> None:
     parser.add_argument("--f-tanh", type=float, default=1000.0)
     parser.add_argument("--position-weight", type=float, default=1.0)
     parser.add_argument("--search", action="store_true", help="emps: also a structure search")
+    add_arguments(parser, repeats=1)
     args = parser.parse_args()
     if args.prefilter_hz is None:
         args.prefilter_hz = IdentificationSettings().prefilter_hz
-    {"speed": speed, "rates": rates, "emps": emps}[args.mode](args)
+    bench = Bench(f"drive_search-{args.mode}", "drive", args.repeats, args.json)
+    for _ in bench.runs():
+        {"speed": speed, "rates": rates, "emps": emps}[args.mode](args, bench)
+    bench.finish()
 
 
 if __name__ == "__main__":

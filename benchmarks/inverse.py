@@ -5,16 +5,26 @@
 2. Overhead trolley crane, 10 s at h = 1 ms (backward Euler): wall time of the compiled solver
    (compile time shown separately) and the ratio against a straightforward baseline:
    ``scipy.optimize.root`` per step on the same projected equations with finite-difference
-   Jacobians (run on a shorter horizon and scaled linearly, as printed).
+   Jacobians (run on a shorter horizon and scaled linearly, as printed). The ratio is taken
+   within each of ``--repeats`` repeats (each compiles the solver again).
+
+Run: ``.venv/bin/python benchmarks/inverse.py [--repeats 3]`` (README rows at the end, JSON in
+``build/bench/inverse.json``)
 """
 
 from __future__ import annotations
 
+import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from scipy.optimize import root
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from benchmarks._report import Bench, add_arguments
 from methods.dae import Demand, solve_inverse
 from methods.dae.inverse import consistent_start
 from methods.dae.projection import choose_partition, projected_parts
@@ -22,7 +32,10 @@ from methods.dae.trajectories import SmoothStep
 from models.underactuated import exact_solution, get_system
 
 
-def orders() -> None:
+def orders() -> dict[str, float]:
+    """Print the errors and observed orders; return per method the smallest observed order of
+    the finest pair of step sizes over every system and control."""
+    finest: dict[str, float] = {}
     print("== convergence of the controls (max abs error vs exact flat solution) ==")
     cases = [
         ("two_mass", {"x2": SmoothStep(0.0, 1.0, 0.5, 2.5, 13)}, 3.0, ["F"], (4e-3, 2e-3, 1e-3)),
@@ -45,6 +58,7 @@ def orders() -> None:
                 errs.append([float(np.max(np.abs(ex[c] - r.table[c]))) for c in ctrls])
             e = np.array(errs)
             ords = np.log2(e[:-1] / e[1:])
+            finest[method] = min(finest.get(method, np.inf), float(ords[-1].min()))
             for j, c in enumerate(ctrls):
                 print(
                     f"{name:13s} {method:6s} {c:4s} errors "
@@ -52,6 +66,7 @@ def orders() -> None:
                     + "  orders "
                     + " ".join(f"{o:.2f}" for o in ords[:, j])
                 )
+    return finest
 
 
 def _baseline_steps(pb, demand, h, y_start, i0, n_steps):
@@ -83,21 +98,17 @@ def _baseline_steps(pb, demand, h, y_start, i0, n_steps):
     return y
 
 
-def speed() -> None:
+def speed(bench: Bench) -> None:
     print("\n== overhead trolley crane, 10 s at h = 1 ms, backward Euler ==")
-    s = get_system("trolley_crane")
+    s = get_system("trolley_crane")  # a fresh problem: compiles again in every repeat
     dem = s.demand()
     t = time.perf_counter()
     r = solve_inverse(s.problem, dem, method="euler", dt=1e-3, t_end=10.0, jit=True)
     first = time.perf_counter() - t
-    walls = [
-        solve_inverse(s.problem, dem, method="euler", dt=1e-3, t_end=10.0, jit=True).wall_time_s
-        for _ in range(3)
-    ]
-    wall = min(walls)
+    wall = solve_inverse(s.problem, dem, method="euler", dt=1e-3, t_end=10.0, jit=True).wall_time_s
     print(
         f"compiled solver: first call {first:.2f} s (compile {r.compile_time_s:.2f} s), solve "
-        f"{wall:.3f} s (best of 3: {', '.join(f'{w:.3f}' for w in walls)}), steps {r.n_steps}, "
+        f"{wall:.3f} s (second call), steps {r.n_steps}, "
         f"max servo violation {r.max_constraint_violation:.1e}, Newton {r.newton_iterations}"
     )
     r_vm = solve_inverse(s.problem, dem, method="euler", dt=1e-3, t_end=10.0, jit=False)
@@ -121,8 +132,41 @@ def speed() -> None:
         f"baseline / VM: {tb_full / r_vm.wall_time_s:.0f}x; target wall <= 1 s: "
         f"{'met' if wall <= 1.0 else 'NOT met'}"
     )
+    crane = "trolley crane, 10 s at h = 1 ms, backward Euler"
+    bench.add("solve_s", wall, f"{crane}: compiled solve", unit="s", fmt=".2f",
+              target=("<=", 1.0), short="trolley crane compiled solve")  # fmt: skip
+    bench.add("compile_s", r.compile_time_s, "same, one-off C compilation", unit="s", fmt=".1f")
+    bench.add("vm_s", r_vm.wall_time_s, "same, CasADi VM (no compilation)", unit="s", fmt=".2f")
+    bench.add("baseline_s", tb_full, f"baseline: `scipy.optimize.root` per step, finite-"
+              f"difference Jacobians ({n_base} steps, scaled ×{r.n_steps / n_base:g})",
+              unit="s", fmt=".0f")  # fmt: skip
+    bench.add("ratio", tb_full / wall, "ratio baseline / compiled solve (same run)", unit="×",
+              fmt=".0f", target=(">=", 30.0),
+              short="trolley crane ratio over scipy root")  # fmt: skip
+    bench.add("violation", r.max_constraint_violation, "max servo-constraint violation",
+              fmt=".1e")  # fmt: skip
+    bench.add("agree", diff, "baseline and solver agree to (largest difference in q, v, "
+              f"u after the {n_base} steps)", fmt=".0e")  # fmt: skip
+
+
+def measure(bench: Bench) -> None:
+    finest = orders()
+    names = {"euler": "backward Euler", "bdf2": "BDF2", "radau": "Radau IIA"}
+    bench.add("orders", ", ".join(f"{names[m]} {o:.2f}" for m, o in finest.items()),
+              "observed order of the controls vs exact flat solutions (degree-13 demands; "
+              "two_mass, planar_crane; finest step pair, smallest over the controls)")  # fmt: skip
+    speed(bench)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(parser, repeats=3)
+    args = parser.parse_args()
+    bench = Bench("inverse", "inverse", args.repeats, args.json)
+    for _ in bench.runs():
+        measure(bench)
+    bench.finish()
 
 
 if __name__ == "__main__":
-    orders()
-    speed()
+    main()

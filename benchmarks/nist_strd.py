@@ -9,11 +9,13 @@ same exact CasADi Jacobian, ``x_scale='jac'``, xtol = ftol = gtol = 1e-15 (with 
 Totals are printed for the single-predictor datasets (26 x 2 = 52 runs; issue 9 counted 50
 there, without Nelson and one more) and for all 54, with the wall time per solver.
 
-Run: ``PYTHONPATH=. .venv/bin/python benchmarks/nist_strd.py``
+Run: ``PYTHONPATH=. .venv/bin/python benchmarks/nist_strd.py [--repeats 3]`` (README rows at
+the end, JSON in ``build/bench/nist_strd.json``)
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 import warnings
@@ -24,6 +26,7 @@ from scipy import optimize
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
+from benchmarks._report import Bench, add_arguments
 from methods import fit_parameters
 from methods.press.core import compile_model
 from tests.methods.press import nist
@@ -67,38 +70,78 @@ def run_scipy(data: nist.Dataset, start: int, method: str) -> tuple[str, float]:
     return outcome(bool(r.success), r.x, data.certified), nist.lre(r.x, data.certified).min()
 
 
-def main() -> None:
-    solvers = {
-        "greylab": run_greylab,
-        "scipy lm": lambda d, s: run_scipy(d, s, "lm"),
-        "scipy trf": lambda d, s: run_scipy(d, s, "trf"),
-    }
+SOLVERS = {
+    "greylab": run_greylab,
+    "scipy lm": lambda d, s: run_scipy(d, s, "lm"),
+    "scipy trf": lambda d, s: run_scipy(d, s, "trf"),
+}
+
+
+def run_all() -> tuple[dict, dict, dict, float]:
+    """Every dataset and start with every solver: counts, false-success cases, times, and the
+    minimum LRE of greylab's estimates."""
     counts = {k: {"single": dict.fromkeys(("solved", "fail", "FALSE"), 0),
-                  "all": dict.fromkeys(("solved", "fail", "FALSE"), 0)} for k in solvers}  # fmt: skip
-    times = dict.fromkeys(solvers, 0.0)
+                  "all": dict.fromkeys(("solved", "fail", "FALSE"), 0)} for k in SOLVERS}  # fmt: skip
+    false: dict[str, list[str]] = {k: [] for k in SOLVERS}
+    times = dict.fromkeys(SOLVERS, 0.0)
+    min_lre = np.inf
     print(
-        f"{'dataset':9} start  " + "  ".join(f"{k:>17}" for k in solvers) + "   (outcome, min LRE)"
+        f"{'dataset':9} start  " + "  ".join(f"{k:>17}" for k in SOLVERS) + "   (outcome, min LRE)"
     )
     for name in nist.MODELS:
         data = nist.load(name)
         for start in (1, 2):
             cells = []
-            for key, fn in solvers.items():
+            for key, fn in SOLVERS.items():
                 t0 = time.perf_counter()
                 res, lre = fn(data, start)
                 times[key] += time.perf_counter() - t0
                 counts[key]["all"][res] += 1
                 if name in nist.SINGLE_PREDICTOR:
                     counts[key]["single"][res] += 1
+                if res == "FALSE":
+                    false[key].append(f"{name} {start}")
+                if key == "greylab":
+                    min_lre = min(min_lre, lre)
                 cells.append(f"{res:>10} {lre:5.1f}")
             print(f"{name:9} {start:5}  " + "  ".join(f"{c:>17}" for c in cells))
+    return counts, false, times, float(min_lre)
+
+
+def measure(bench: Bench) -> None:
+    counts, false, times, min_lre = run_all()
     n_single = 2 * len(nist.SINGLE_PREDICTOR)
     print()
-    for key in solvers:
+    for key in SOLVERS:
         s, a = counts[key]["single"], counts[key]["all"]
         print(f"{key:9}: single-predictor solved {s['solved']}/{n_single}, honest failures "
               f"{s['fail']}, false successes {s['FALSE']}; all 54: solved {a['solved']}, "
               f"failures {a['fail']}, false {a['FALSE']}; total time {times[key]:.2f} s")  # fmt: skip
+        cases = f" ({', '.join(false[key])})" if false[key] else ""
+        label = {"greylab": "NIST StRD, 27 datasets × 2 starts, greylab `fit_parameters`",
+                 "scipy lm": "same, scipy `least_squares` lm (exact Jacobian, `x_scale='jac'`, "
+                 "tolerances 1e-15)", "scipy trf": "same, scipy `least_squares` trf"}[key]  # fmt: skip
+        bench.add(
+            f"outcome_{key}",
+            f"{a['solved']} / {a['fail']} / {a['FALSE']}{cases}",
+            f"{label}: solved / honest failures / false successes (of 54)",
+        )
+    bench.add("single", " / ".join(str(counts[k]["single"]["solved"]) for k in SOLVERS),
+              f"same, solved of the {n_single} single-predictor runs: greylab / lm / trf")  # fmt: skip
+    bench.add("min_lre", min_lre, "greylab: fewest certified digits of any estimate (LRE)",
+              fmt=".1f")  # fmt: skip
+    bench.add("greylab_s", times["greylab"], "greylab: wall time of the 54 fits", unit="s",
+              fmt=".2f")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(parser, repeats=3)
+    args = parser.parse_args()
+    bench = Bench("nist_strd", "press", args.repeats, args.json)
+    for _ in bench.runs():
+        measure(bench)
+    bench.finish()
 
 
 if __name__ == "__main__":

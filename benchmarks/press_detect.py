@@ -4,18 +4,26 @@ Core: one compiled CasADi function per model (residuals, exact Jacobian, second-
 numpy Gauss-Newton/LM per calibration and validation fit. Baseline: scipy ``least_squares``
 with finite-difference Jacobians on the per-residual problem (all series), covariance C1 from
 its Jacobian -- i.e. the obvious implementation of the same work. The baseline runs
-``BASELINE_TESTS`` tests per model and is scaled to 1000 (printed).
+``BASELINE_TESTS`` tests per model and is scaled to 1000 (printed). Each of ``--repeats``
+repeats measures core and baseline again; the speed-up is taken within a repeat.
 
-Run: ``.venv/bin/python benchmarks/press_detect.py``
+Run: ``.venv/bin/python benchmarks/press_detect.py [--repeats 3]`` (README rows at the end,
+JSON in ``build/bench/press_detect.json``)
 """
 
 from __future__ import annotations
 
+import argparse
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from scipy import optimize, stats
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from benchmarks._report import Bench, add_arguments
 from methods import correct_to_setpoints, make_splits, prepare, run_split_batch
 from models.press import M1, M2, M3, simulate_press
 
@@ -47,9 +55,9 @@ def baseline_tests(prep, splits) -> list[float]:
     return out
 
 
-def main() -> None:
-    table = correct_to_setpoints(simulate_press("M3", seed=1)[0])
-    core_total, base_total = 0.0, 0.0
+def measure(bench: Bench, table) -> None:
+    """One repeat: core and baseline for each model, their totals and the ratio."""
+    core_total, base_total, agreement = 0.0, 0.0, []
     for model in (M1, M2, M3):
         prep = prepare(model, table, sensors=SENSORS)
         splits = make_splits("random", prep.setpoints, prep.loading, 6, N_TESTS, seed=0)
@@ -69,8 +77,32 @@ def main() -> None:
               f"corr(log p) {agree:.4f}")  # fmt: skip
         core_total += t_core
         base_total += t_base
+        agreement.append(agree)
+    speedup = base_total / core_total
     print(f"TOTAL core {core_total:.2f} s for 3 x {N_TESTS} tests (target <= 10 s); "
-          f"baseline {base_total:.1f} s; speed-up {base_total / core_total:.1f}x (target >= 10x)")  # fmt: skip
+          f"baseline {base_total:.1f} s; speed-up {speedup:.1f}x (target >= 10x)")  # fmt: skip
+    bench.add("core_s", core_total, f"detection core, 3 models × {N_TESTS} tests (twin, truth M3)",
+              unit="s", fmt=".2f", target=("<=", 10.0),
+              short=f"press detection core, 3 × {N_TESTS} tests")  # fmt: skip
+    bench.add("baseline_s", base_total, f"baseline: scipy `least_squares`, finite differences "
+              f"({BASELINE_TESTS} tests/model, scaled ×{N_TESTS // BASELINE_TESTS})",
+              unit="s", fmt=".1f")  # fmt: skip
+    bench.add("speedup", speedup, "speed-up of the core over the baseline of the same run",
+              unit="×", fmt=".1f", target=(">=", 10.0),
+              short="press detection speed-up over scipy")  # fmt: skip
+    bench.add("agreement", min(agreement), "p-values agree with the baseline's: "
+              "min over the models of corr(log p)", fmt=".4f")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(parser, repeats=3)
+    args = parser.parse_args()
+    bench = Bench("press_detect", "press", args.repeats, args.json)
+    table = correct_to_setpoints(simulate_press("M3", seed=1)[0])
+    for _ in bench.runs():
+        measure(bench, table)
+    bench.finish()
 
 
 if __name__ == "__main__":
