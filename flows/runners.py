@@ -118,10 +118,26 @@ def api_for_workers(kind: RunnerKind | str) -> Iterator[None]:
         server.stop()
 
 
+def _drain_reporting(timeout: float = 10.0) -> None:
+    """Send Prefect's queued logs and events now. Left for interpreter exit, they would meet a
+    stopped temporary server: "Error logging to API - All connection attempts failed" and a
+    wait at exit while the clients retry."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    for service in (APILogWorker, EventsWorker):
+        service.drain_all(timeout=timeout, at_exit=False)
+
+
 def run_flow(flow: Any, study: Any, *, runner: RunnerKind | str, workers: int) -> Any:
-    """Run a study flow on the chosen task runner (threads, or a Dask cluster)."""
+    """Run a study flow on the chosen task runner (threads, or a Dask cluster). Its logs and
+    events are sent before this returns, while the server (a temporary one for Dask workers)
+    still runs: the command ends when its work ends."""
     runner = runner_kind(runner)
     limits.check("workers", workers, "GREYLAB_MAX_WORKERS")
     guard_temporary_servers()
     with api_for_workers(runner):
-        return flow.with_options(task_runner=make_task_runner(runner, workers=workers))(study)
+        try:
+            return flow.with_options(task_runner=make_task_runner(runner, workers=workers))(study)
+        finally:
+            _drain_reporting()
