@@ -1,5 +1,6 @@
 """Flow `ingest-lab-data`: inbox -> validated Parquet dataset, archive, quarantine, ledger;
-one MLflow run per ingestion; optionally the press study for campaigns with new data.
+one MLflow run per ingestion; optionally (`trigger_studies`) a study for each campaign with new
+data, as the data root's `campaigns.toml` configures it (`flows.campaign_studies`).
 
 Rules (study by columns, campaign by file name, layout, crash safety): the `ingestion` package.
 Entry point for deployments: `flows/ingest_flow.py:ingest_lab_data`; for the CLI: `run_ingest`.
@@ -15,10 +16,10 @@ from typing import Any
 from prefect import flow
 
 from flows.artifacts import finish
+from flows.campaign_studies import start_studies
 from flows.ingest_settings import IngestSettings
-from methods.errors import InputError
 from tasks import ingest as ingest_tasks
-from tasks.settings import load_settings
+from tasks.settings import INBOX_DIR, load_settings
 from tasks.study_results import IngestResult
 
 #: the Prefect form's defaults (a complete form, not an optional one collapsed to None)
@@ -30,7 +31,7 @@ __all__ = ["IngestSettings", "ingest_lab_data", "run_ingest", "track_report"]
 @flow(name="ingest-lab-data", log_prints=True, persist_result=True, result_serializer="json")
 def ingest_lab_data(settings: IngestSettings = DEFAULT_SETTINGS) -> IngestResult:
     inbox, data_root = settings.folders()
-    if inbox == data_root / "inbox":
+    if inbox == data_root / INBOX_DIR:
         inbox.mkdir(parents=True, exist_ok=True)  # the default inbox may simply not exist yet
     report = ingest_tasks.ingest_inbox_task(
         str(inbox), str(data_root), settings.dry_run, settings.settle_seconds, settings.campaign
@@ -41,7 +42,11 @@ def ingest_lab_data(settings: IngestSettings = DEFAULT_SETTINGS) -> IngestResult
         print(tracking["message"])
     studies = []
     if settings.trigger_studies and not settings.dry_run:
-        studies = [_start_study(study, campaign, data_root) for study, campaign in report.new_data]
+        studies = start_studies(report, data_root)
+        for study in studies:
+            if study["status"] in ("refused", "failed"):
+                print(f"{study['study']} study of {study['campaign']} {study['status']}: "
+                      f"{study['reason']}")  # fmt: skip
     result = IngestResult(report.to_dict(), tracking.get("run_id"), tracking, tuple(studies))
     return finish(result, "ingest-result", "counts and files not ingested")
 
@@ -64,22 +69,6 @@ def track_report(report: ingest_tasks.IngestReport, settings: IngestSettings) ->
     return {"run_id": run_id, "error": None, "message": f"tracked as MLflow run {run_id}"}
 
 
-def _start_study(study: str, campaign: str, data_root: Path) -> dict[str, Any]:
-    """The press study on a campaign's concatenated table; a failure is reported, not raised
-    (the ingestion itself succeeded)."""
-    entry: dict[str, Any] = {"study": study, "campaign": campaign}
-    if study != ingest_tasks.Study.press:
-        return {**entry, "status": "skipped", "reason": "no study flow is started for drive data"}
-    from flows.press_flow import PressStudy, run_press_study
-
-    try:
-        path = ingest_tasks.campaign_table_task(str(data_root), study, campaign)
-        result = run_press_study(PressStudy(data=path))
-    except InputError as exc:
-        return {**entry, "status": "failed", "reason": str(exc)}
-    return {**entry, "status": "done", "data": path, "parent_run_id": result.parent_run_id}
-
-
 def run_ingest(
     settings: IngestSettings | dict[str, Any] | None = None,
     *,
@@ -96,7 +85,7 @@ def run_ingest(
     settings = IngestSettings.model_validate(settings or {})
     overrides = {"GREYLAB_DATA_ROOT": data_root, "GREYLAB_INBOX": inbox}
     if data_root is not None and inbox is None:
-        overrides["GREYLAB_INBOX"] = Path(data_root) / "inbox"
+        overrides["GREYLAB_INBOX"] = Path(data_root) / INBOX_DIR
     saved = {k: os.environ.get(k) for k in overrides}
     try:
         for key, value in overrides.items():

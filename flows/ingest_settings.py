@@ -14,9 +14,10 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.cli_settings import Cli
+from ingestion.names import CAMPAIGN_RULE
 from tasks.settings import load_settings
 
-CAMPAIGN_PATTERN = r"^[a-z0-9-]{1,64}$"
+CAMPAIGN_PATTERN = f"^{CAMPAIGN_RULE}$"  # the campaign of file names
 
 
 class IngestSettings(BaseModel):
@@ -34,7 +35,9 @@ class IngestSettings(BaseModel):
     )
     dry_run: bool = Field(False, description="Report what would happen; write and move nothing")
     trigger_studies: bool = Field(
-        False, description="Run the press study for each press campaign that got new data"
+        False,
+        description="Run a study for each campaign that got new data, as campaigns.toml in "
+        "the data root configures it (no entry: the built-in press study on press data)",
     )
     # a person at a terminal drops a complete file; the scheduled deployment waits for uploads
     settle_seconds: Annotated[float, Cli(default=5.0)] = Field(

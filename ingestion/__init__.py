@@ -12,9 +12,11 @@ share of, if that share is at least half (so a press table lacking one column is
 are dropped; drive parts always carry `position_rad` (null when the file has none), so
 all parts of a study share one Parquet schema.
 
-Campaign, from the file name: `<campaign>__<anything>.csv|.parquet` with campaign
-`[a-z0-9-]{1,64}` (lower case; two underscores separate it); any other name goes to campaign
-`default`. Example: `line-3__2026-05-01_run2.csv` -> campaign `line-3`.
+Campaign, from the file name: `<campaign>__<anything>.csv|.parquet`, the part before the first
+`__`, which must match `[a-z0-9-]{1,64}` (lower case, digits, `-`). Example:
+`line-3__2026-05-01_run2.csv` -> campaign `line-3`. A name with `__` whose campaign part breaks
+the rule (`Line_1__run.csv`, `line.3__x.csv`, `__x.csv`) is quarantined with the reason (file,
+campaign part, rule), never filed under `default`; a name without `__` goes to `default`.
 
 Layout under the data root:
 
@@ -23,6 +25,8 @@ datasets/study=<press|drive>/campaign=<name>/part-<sha256>.parquet   validated r
 archive/<sha256>-<safe name>                                          ingested originals
 quarantine/<safe name> + <safe name>.error.txt                        rejects + reason
 ledger.jsonl                                                          one record per outcome
+campaigns.toml                                                        the lab's studies per
+                                                                      campaign (never written)
 .staging/                                                             copies being ingested
 .ingest.lock                                                          one run at a time (the
                                                                       inbox folder is locked too)
@@ -52,7 +56,9 @@ the next run removes them.
 Modules: `rules` (study, campaign, validation), `layout` (where files go), `results` (outcomes
 and the report), `names`, `inbox` (scan, hash, identity), `moves` (no-overwrite moves), `ledger`
 (JSON Lines ledger and the lock), `staging` (allowed folders, staged copies), `job` (one file's
-crash-safe steps), `run` (`ingest_inbox`), `readers` (the dataset back). The Prefect tasks and
+crash-safe steps), `run` (`ingest_inbox`), `readers` (the dataset back), `campaigns` (the
+campaign file `campaigns.toml`: read and shape-checked for `--trigger-studies`; ingestion
+itself never reads it). The Prefect tasks and
 the MLflow recorder are `tasks.ingest` and `tasks.ingest_records`; atomic writes are
 `schemas.storage`.
 """

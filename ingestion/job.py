@@ -37,7 +37,7 @@ from ingestion.rules import (
     PRESS_COLUMNS,
     SOURCE_COLUMN,
     Study,
-    campaign_of,
+    campaign_or_problem,
     classify,
     validate,
 )
@@ -90,6 +90,7 @@ class Job:
         known = self.ingested.get(sha)
         if known is not None:
             return self._already_ingested(name, path, staged, sha, known, identity)
+        campaign, name_problem = campaign_or_problem(name, source=shown)
         try:
             columns = table_columns(staged, self.limits, source=shown)
             study = classify(columns, source=shown)
@@ -99,7 +100,6 @@ class Job:
             if not set(PRESS_COLUMNS if study is Study.press else DRIVE_COLUMNS) <= set(columns):
                 wanted = tuple(columns)  # rejected anyway: let the message list every column
             frame = read_limited(staged, self.limits, columns=wanted, source=shown)
-            campaign = campaign_of(name)
             table = validate(study, frame, source=shown)
         except Exception as exc:  # untrusted bytes: whatever breaks the reader is a reject
             message = (
@@ -108,7 +108,12 @@ class Job:
                 else f"{shown}: unexpected error while reading or validating "
                 f"({type(exc).__name__}: {str(exc)[:300]}); please report it with this file"
             )
+            message += f"\n{name_problem}" if name_problem else ""  # every problem at once
             return self._quarantine(name, staged, sha, message, original=path, identity=identity)
+        if campaign is None:  # a name meant to name a campaign, but not a valid one
+            return self._quarantine(
+                name, staged, sha, str(name_problem), original=path, identity=identity
+            )
         return self._ingest(name, staged, sha, study, campaign, table, path, identity)
 
     def _drop_original(self, name: str, path: Path, identity: FileIdentity) -> str:

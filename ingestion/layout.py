@@ -5,6 +5,7 @@ datasets/study=<press|drive>/campaign=<name>/part-<sha256>.parquet   validated r
 archive/<sha256>-<safe name>                                          ingested originals
 quarantine/<safe name> + <safe name>.error.txt                        rejects + reason
 ledger.jsonl  .staging/  .ingest.lock
+campaigns.toml                                                        studies per campaign
 ```
 """
 
@@ -20,6 +21,8 @@ LOCK = ".ingest.lock"
 STAGING = ".staging"
 MANAGED = ("datasets", "archive", "quarantine")
 ERROR_SUFFIX = ".error.txt"
+#: the campaign file (`ingestion.campaigns`), written by the lab, read by `--trigger-studies`
+CAMPAIGN_FILE = "campaigns.toml"
 
 
 def part_path(data_root: Path, study: str, campaign: str, sha256: str) -> Path:

@@ -11,6 +11,8 @@ import unicodedata
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 _NAME_LIMIT = 120
+#: a campaign name (`ingestion.rules.campaign_of`; also the flow's `campaign` setting)
+CAMPAIGN_RULE = "[a-z0-9-]{1,64}"
 
 
 def safe_name(name: str, *, limit: int = _NAME_LIMIT) -> str:

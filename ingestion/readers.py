@@ -1,4 +1,5 @@
-"""Reading the dataset back: all rows of a study, or one press campaign as a table."""
+"""Reading the dataset back: all rows of a study, one press campaign as a table, or one
+ingested drive recording."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pandas as pd
 from ingestion.errors import IngestError
 from ingestion.layout import LEDGER
 from ingestion.ledger import Ledger
-from ingestion.rules import SOURCE_COLUMN, Study, validate
+from ingestion.rules import DRIVE_OPTIONAL, SOURCE_COLUMN, Study, validate
 
 
 def read_dataset(data_root: str | Path, study: Study | str) -> pd.DataFrame:
@@ -56,3 +57,13 @@ def campaign_table(data_root: str | Path, study: Study | str, campaign: str) -> 
         frames.append(frame)
     table = pd.concat(frames, ignore_index=True)
     return validate(study, table, source=f"campaign '{campaign}' ({study.value})")
+
+
+def drive_recording(data_root: str | Path, part: str) -> pd.DataFrame:
+    """One ingested drive recording (its part, relative to the data root) as a recording
+    table: `position_rad` only when the lab file had it, no `source_sha256`."""
+    from schemas.drive import validate_drive_recording
+
+    frame = pd.read_parquet(Path(data_root) / part).drop(columns=[SOURCE_COLUMN])
+    empty = [c for c in DRIVE_OPTIONAL if c in frame and frame[c].isna().all()]
+    return validate_drive_recording(frame.drop(columns=empty), source=part)

@@ -11,6 +11,7 @@ from enum import StrEnum
 
 import pandas as pd
 
+from ingestion.names import CAMPAIGN_RULE
 from schemas.errors import DataError
 from schemas.press import validate_press_table
 
@@ -19,7 +20,9 @@ DRIVE_COLUMNS = ("t_s", "torque_Nm", "velocity_rad_s")
 DRIVE_OPTIONAL = ("position_rad",)
 DEFAULT_CAMPAIGN = "default"
 SOURCE_COLUMN = "source_sha256"
-_CAMPAIGN = re.compile(r"([a-z0-9-]{1,64})__.+", re.DOTALL)
+CAMPAIGN_SEPARATOR = "__"
+_CAMPAIGN = re.compile(CAMPAIGN_RULE)
+_QUOTE_LIMIT = 80
 
 
 class Study(StrEnum):
@@ -50,11 +53,65 @@ def classify(columns: Iterable[str], *, source: str = "table") -> Study:
     )
 
 
-def campaign_of(name: str) -> str:
-    """Campaign from `<campaign>__<anything>.<ext>`; `default` when the name does not match."""
+class CampaignNameError(DataError):
+    """A file name with `__` whose campaign part breaks the campaign rule (quarantined)."""
+
+
+def campaign_name_problem(campaign: str) -> str | None:
+    """Why `campaign` is not a campaign name (`[a-z0-9-]{1,64}`), or None if it is one."""
+    if _CAMPAIGN.fullmatch(campaign):
+        return None
+    if not campaign:
+        return "it is empty"
+    if len(campaign) > 64:
+        return f"it has {len(campaign)} characters, at most 64 are allowed"
+    bad = sorted({c for c in campaign if not _CAMPAIGN.fullmatch(c)})
+    shown = [f"{c!r} (upper case)" if c.isupper() else repr(c) for c in bad[:5]]
+    return f"it contains {', '.join(shown)}{', ...' if len(bad) > 5 else ''}, not allowed"
+
+
+def _quoted(text: str) -> str:
+    shown = repr(text)
+    return shown if len(shown) <= _QUOTE_LIMIT else shown[: _QUOTE_LIMIT - 4] + "...'"
+
+
+def _suggestion(campaign: str) -> str | None:
+    """A valid campaign close to `campaign` (lower case, other characters as `-`), if any."""
+    text = re.sub(r"[^a-z0-9-]+", "-", campaign.lower()).strip("-")[:64]
+    return text if text and _CAMPAIGN.fullmatch(text) else None
+
+
+def campaign_of(name: str, *, source: str | None = None) -> str:
+    """Campaign from `<campaign>__<anything>.<ext>` (the part before the first `__`);
+    `default` when the name has no `__`.
+
+    Raises `CampaignNameError` (a `DataError`, so the file is quarantined) when the name has
+    `__` but its campaign part breaks the rule `[a-z0-9-]{1,64}`: such a name was meant to
+    name a campaign and is never filed under `default` silently.
+    """
     stem = name.rsplit(".", 1)[0] if "." in name else name
-    match = _CAMPAIGN.fullmatch(stem)
-    return match.group(1) if match else DEFAULT_CAMPAIGN
+    if CAMPAIGN_SEPARATOR not in stem:
+        return DEFAULT_CAMPAIGN
+    campaign = stem.split(CAMPAIGN_SEPARATOR, 1)[0]
+    problem = campaign_name_problem(campaign)
+    if problem is None:
+        return campaign
+    better = _suggestion(campaign)
+    hint = f"rename it to '{better}__...'" if better else "rename it"
+    raise CampaignNameError(
+        f"{source or _quoted(name)}: invalid campaign {_quoted(campaign)} (the part of the "
+        f"name before '{CAMPAIGN_SEPARATOR}'): a campaign must match {CAMPAIGN_RULE} "
+        f"(lower-case letters, digits and '-', 1-64 characters); {problem}. Fix: {hint}, or "
+        f"drop the '{CAMPAIGN_SEPARATOR}' to file it under campaign '{DEFAULT_CAMPAIGN}'"
+    )
+
+
+def campaign_or_problem(name: str, *, source: str | None = None) -> tuple[str | None, str | None]:
+    """(campaign, None) for a valid name; (None, the reason) for an invalid campaign part."""
+    try:
+        return campaign_of(name, source=source), None
+    except CampaignNameError as exc:
+        return None, str(exc)
 
 
 def validate(study: Study, frame: pd.DataFrame, *, source: str) -> pd.DataFrame:

@@ -19,7 +19,7 @@ from ingestion.ledger import exclusive_lock
 from ingestion.moves import move_no_overwrite
 from ingestion.names import display_name
 from ingestion.results import FileOutcome, IngestReport, Status
-from ingestion.rules import campaign_of
+from ingestion.rules import campaign_or_problem
 from ingestion.staging import DATA_SUFFIXES, check_locations
 from schemas.lab_files import FileLimits
 
@@ -65,8 +65,11 @@ def observe(
         reason = entry.skip_reason
         if reason is None and not entry.name.lower().endswith(DATA_SUFFIXES):
             reason = "not a .csv or .parquet file: left in place"
-        if reason is None and campaign is not None and campaign_of(entry.name) != campaign:
-            reason = f"campaign '{campaign_of(entry.name)}', not '{campaign}': left in place"
+        if reason is None and campaign is not None:
+            found, problem = campaign_or_problem(entry.name, source=shown)
+            if found != campaign:
+                why = f"campaign '{found}'" if found else str(problem)
+                reason = f"{why}; not campaign '{campaign}': left in place"
         if reason is None:
             try:
                 if entry.path.lstat().st_size > limits.max_bytes:  # no need to read it

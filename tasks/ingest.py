@@ -13,7 +13,7 @@ from prefect import task
 from ingestion.errors import IngestBusyError, IngestError
 from ingestion.layout import part_path
 from ingestion.names import safe_name
-from ingestion.readers import campaign_table, read_dataset
+from ingestion.readers import campaign_table, drive_recording, read_dataset
 from ingestion.results import FileOutcome, IngestReport, Status
 from ingestion.rules import (
     DEFAULT_CAMPAIGN,
@@ -45,12 +45,14 @@ __all__ = [
     "campaign_table",
     "campaign_table_task",
     "classify",
+    "drive_recording",
     "ingest_inbox",
     "ingest_inbox_task",
     "log_ingestion",
     "log_ingestion_task",
     "part_path",
     "read_dataset",
+    "recording_table_task",
     "validate",
 ]
 
@@ -82,4 +84,16 @@ def campaign_table_task(data_root: str, study: str, campaign: str) -> str:
 
     table = campaign_table(data_root, study, campaign)
     folder = Path(data_root) / "campaigns" / study / safe_name(campaign)
+    return str(store_table(table, folder, content_hash(table)))
+
+
+@task(name="build-recording-table", persist_result=False)
+def recording_table_task(data_root: str, campaign: str, part: str) -> str:
+    """One ingested drive recording (`part`, relative to the data root) as a content-addressed
+    Parquet recording for the drive study; its path."""
+    from schemas.storage import store_table
+    from tasks.tracking import content_hash
+
+    table = drive_recording(data_root, part)
+    folder = Path(data_root) / "campaigns" / Study.drive.value / safe_name(campaign)
     return str(store_table(table, folder, content_hash(table)))

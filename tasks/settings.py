@@ -26,6 +26,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+#: the data root when `GREYLAB_DATA_ROOT` is unset: this folder of `GREYLAB_HOME`
+DATA_DIR = "data"
+#: the inbox when `GREYLAB_INBOX` is unset: this folder of the data root
+INBOX_DIR = "inbox"
+#: how help texts state the defaults of the folders (what `load_settings` does)
+DATA_ROOT_DEFAULT = f"$GREYLAB_HOME/{DATA_DIR}"
+INBOX_DEFAULT = f"$GREYLAB_DATA_ROOT/{INBOX_DIR}"
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -52,13 +60,13 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     artifact_root = env.get("GREYLAB_ARTIFACT_ROOT") or (
         (home / "mlartifacts").as_uri() if local else None
     )
-    data_root = Path(env.get("GREYLAB_DATA_ROOT") or home / "data").resolve()
+    data_root = Path(env.get("GREYLAB_DATA_ROOT") or home / DATA_DIR).resolve()
     return Settings(
         home=home,
         tracking_uri=tracking_uri,
         artifact_root=artifact_root,
         data_root=data_root,
-        inbox=Path(env.get("GREYLAB_INBOX") or data_root / "inbox").resolve(),
+        inbox=Path(env.get("GREYLAB_INBOX") or data_root / INBOX_DIR).resolve(),
         prefect_api_url=env.get("PREFECT_API_URL") or None,
         dask_address=env.get("GREYLAB_DASK_ADDRESS") or None,
         cache_dir=Path(env.get("GREYLAB_CACHE_DIR") or home / "cache").resolve(),

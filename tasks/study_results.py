@@ -267,4 +267,8 @@ class IngestResult:
             lines += ["", markdown_table(["file", "status", "reason"], rows)]
         lines += ["", f"rows stored: {cell(self.report.get('rows', 0))}; MLflow run "
                   f"{cell(run_ref(self.run_id) or '-')}"]  # fmt: skip
+        if self.studies:  # what --trigger-studies started, with which settings
+            columns = ["study", "campaign", "status", "settings", "reason"]
+            studies = [[s.get(c) or "" for c in columns] for s in self.studies]
+            lines += ["", "## Studies", "", markdown_table(columns, studies)]
         return "\n".join(lines)

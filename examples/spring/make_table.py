@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
 from spring import StiffeningSpring
 
 TRUTH = np.array([120.0, 0.8, 1.5e-7])

@@ -14,10 +14,13 @@ import pytest
 from pydantic import ValidationError
 
 from flows import ingest_flow
+from flows.campaign_studies import start_studies, start_study
 from flows.ingest_flow import IngestSettings, run_ingest
 from ingestion.ledger import Ledger
 from ingestion.readers import campaign_table, read_dataset
+from ingestion.rules import Study
 from ingestion.run import ingest_inbox
+from tests.flows.spring_lab import CONFIG, MODEL, install_spring, spring_frame, write_sheet
 from tests.tasks.ingest_data import drive_frame, press_frame, write
 
 
@@ -95,20 +98,22 @@ def test_study_trigger_runs_press_on_the_real_campaign_table_and_skips_drive(
         "run_press_study",
         lambda study: seen.append(study) or SimpleNamespace(parent_run_id="run-1"),
     )
-    done = ingest_flow._start_study("press", "line-1", root)
+    (done,) = start_study(Study.press, "line-1", root, None, [])  # no campaign file
     assert {k: done[k] for k in ("study", "campaign", "status", "parent_run_id")} == {
         "study": "press",
         "campaign": "line-1",
         "status": "done",
         "parent_run_id": "run-1",
     }
+    assert done["settings"] == f"built-in press study (no {root / 'campaigns.toml'})"
+    assert done["models"] == ["M1", "M2", "M3"] and seen[0].sensor_sheet is None
     assert Path(done["data"]).parent == root / "campaigns" / "press" / "line-1"
     assert [s.data for s in seen] == [done["data"]]
     table = pd.read_parquet(done["data"])
     assert sorted(table["series"].unique()) == [0, 1, 2, 3, 4] and len(table) == 5 * 4 * 2
     pd.testing.assert_frame_equal(table, campaign_table(root, "press", "line-1"))
     monkeypatch.setattr(flows.press_flow, "run_press_study", _no_study)
-    assert ingest_flow._start_study("drive", "rig", root)["status"] == "skipped"
+    assert start_study(Study.drive, "rig", root, None, ["p"])[0]["status"] == "skipped"
 
 
 def test_study_trigger_reports_bad_campaign_data_without_failing(
@@ -123,7 +128,7 @@ def test_study_trigger_reports_bad_campaign_data_without_failing(
     write(inbox, "line-1__b.csv", press_frame(rng, n_steps=3))
     assert ingest_inbox(inbox, root).count(ingest_flow.ingest_tasks.Status.ingested) == 2
     monkeypatch.setattr(flows.press_flow, "run_press_study", _no_study)
-    result = ingest_flow._start_study("press", "line-1", root)
+    (result,) = start_study(Study.press, "line-1", root, None, [])
     assert result["status"] == "failed" and "series 2 lacks step(s) [3]" in result["reason"]
     assert not (root / "campaigns").exists()
 
@@ -235,3 +240,77 @@ def test_dry_run_flow_writes_nothing_and_tracks_nothing(tmp_path: Path, prefect_
     assert result["run_id"] is None and result["tracking"] == {}
     assert sorted(p.name for p in root.iterdir()) == ["inbox"]
     assert [p.name for p in inbox.iterdir()] == ["line-1__a.csv"]
+
+
+def test_campaign_file_runs_its_plugin_model_with_its_sensor_sheet(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefect_home: None
+) -> None:
+    """Issue 17: a lab's own spring (sensors tip, lever; model labspring:spring, allowed on
+    the worker) configured in campaigns.toml runs for real; the built-in study (sensors
+    D_vertical, ...) could not. Another campaign's bad table is refused; its data is stored."""
+    import json
+
+    from tasks.tracking import Tracker
+
+    install_spring(tmp_path, monkeypatch)
+    inbox, root = _lab(tmp_path)
+    write_sheet(root / "sheets" / "spring.csv")
+    bad = '\n[line-2]\nstudy = "press"\nmodelz = ["M1"]\n'
+    (root / "campaigns.toml").write_text(CONFIG + bad)
+    rng = np.random.default_rng(17)
+    write(inbox, "spring-1__a.csv", spring_frame(rng))
+    write(inbox, "line-2__a.csv", press_frame(rng))
+    result = run_ingest({"trigger_studies": True, "settle_seconds": 0}, data_root=root)
+
+    assert result["counts"]["ingested"] == 2 and len(read_dataset(root, "press")) == 152 + 16
+    studies = {s["campaign"]: s for s in result["studies"]}
+    refused = studies["line-2"]
+    assert refused["status"] == "refused" and "key 'modelz': unknown key" in refused["reason"]
+    spring = studies["spring-1"]
+    assert spring["status"] == "done", spring
+    assert spring["settings"] == f"{root / 'campaigns.toml'} [spring-1]"
+    assert spring["models"] == [MODEL]
+    client = Tracker().client
+    parent = client.get_run(spring["parent_run_id"])
+    params = parent.data.params
+    assert params["sensor_sheet"] == str((root / "sheets" / "spring.csv").resolve())
+    assert json.loads(params["models"]) == [MODEL] and params["n_tests"] == "6"
+    (child,) = client.search_runs(
+        [parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'"
+    )
+    # 0.05 um noise on 1-8 um displacements: s.e.(k) ~ 0.14 N/um, s.e.(r) ~ 0.0013 (the fit's
+    # own standard errors); 120 +- 1 and 0.5 +- 0.01 are loose bounds
+    assert abs(child.data.metrics["param.k"] - 120.0) < 1.0
+    assert abs(child.data.metrics["param.r"] - 0.5) < 0.01
+
+
+def test_drive_campaign_runs_the_search_on_each_new_recording(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefect_home: None
+) -> None:
+    """Drive recordings are separate experiments: one search per new recording, each on a
+    valid recording table (`position_rad` only where recorded); the search is a recorder."""
+    import flows.drive_flow
+    from schemas.drive import load_drive_recording
+
+    inbox, root = _lab(tmp_path)
+    (root / "campaigns.toml").write_text('[rig]\nstudy = "drive"\npopulation = 4\ngenerations = 2')
+    rng = np.random.default_rng(5)
+    frames = [drive_frame(rng, position=True), drive_frame(rng, n=30)]
+    write(inbox, "rig__a.csv", frames[0])
+    write(inbox, "rig__b.csv", frames[1])
+    report = ingest_inbox(inbox, root)
+    seen: list[Any] = []
+    monkeypatch.setattr(
+        flows.drive_flow,
+        "run_drive_search",
+        lambda study: seen.append(study) or SimpleNamespace(run_id=f"drive-{len(seen)}"),
+    )
+    studies = start_studies(report, root)
+    assert [(s["status"], s["run_id"]) for s in studies] == [
+        ("done", "drive-1"),
+        ("done", "drive-2"),
+    ]
+    assert [(s.population, s.generations, s.campaign) for s in seen] == [(4, 2, "rig")] * 2
+    for study, frame in zip(seen, frames, strict=True):  # outcomes in name order: a, b
+        stored = load_drive_recording(study.data)
+        pd.testing.assert_frame_equal(stored, frame, check_dtype=False)

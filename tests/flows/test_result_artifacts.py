@@ -86,6 +86,12 @@ def test_inverse_and_ingest_results_render_their_rows_escaped() -> None:
     assert r"\[x\]\(y\).csv | quarantined | bad" in text and "ok.csv" not in text
     assert ingest.to_dict() == {**report, "run_id": "run-9", "tracking": {"run_id": "run-9"},
                                 "studies": []}  # fmt: skip
+    assert "Studies" not in text
+    refused = {"study": "press", "campaign": "line-1", "status": "refused",
+               "settings": "/d/campaigns.toml", "reason": "key 'models': <b>no</b>"}  # fmt: skip
+    text = IngestResult(report, "run-9", {}, (refused,)).markdown()
+    assert "## Studies" in text and "<b>" not in text
+    assert r"press | line-1 | refused | /d/campaigns.toml | key 'models': \<b\>no" in text
 
 
 def test_drive_flow_registers_validates_and_resumes(private_prefect: None, tmp_path: Path) -> None:

@@ -285,3 +285,80 @@ def test_mlflow_unreachable_after_storing_says_what_was_stored(
 
     print_ingest_result({**report.to_dict(), "tracking": tracking}, Console(file=out, width=300))
     assert "stored: 16 rows" in out.getvalue() and "not tracked" in out.getvalue()
+
+
+# -- issue 17: the campaign file is untrusted; a bad one refuses studies, never data ----------
+
+ENTRY = b'[line-1]\nstudy = "press"\n'
+HOSTILE_CAMPAIGN_FILES = {
+    "bad TOML": (b'[line-1\nstudy = "press"\n', "not valid TOML"),
+    "huge": (ENTRY + b"# padding\n" * 100_000, "larger than 65536 bytes"),
+    "nesting bomb": (b"x = " + b"[" * 30_000 + b"]" * 30_000, "line 1 has 60004 characters"),
+    "deep arrays": (b"x = " + b"[" * 498 + b"]" * 498, "values nested too deeply"),
+    "nesting": (ENTRY + b"tests = " + b"[" * 400 + b"]" * 400, "key 'tests': values nested"),
+    "not UTF-8": (b'[line-1]\nstudy = "\xff\xfe"\n', "not UTF-8 text"),
+    "unknown key": (ENTRY + b'modelz = ["M1"]\n', "campaign 'line-1', key 'modelz': unknown key"),
+    "model not allowed": (ENTRY + b'models = ["os:system"]\n', "key 'models': model 'os:system'"),
+    "sheet outside": (
+        ENTRY + b'sensor_sheet = "../../etc/passwd"\n',
+        "key 'sensor_sheet': '../../etc/passwd' is outside the data root",
+    ),
+    "unknown study": (b'[line-1]\nstudy = "rm -rf /"\n', "key 'study': unknown study kind"),
+    "bad campaign": (b'[Line_1]\nstudy = "press"\n', "campaign 'Line_1': not a campaign name"),
+}
+
+
+def _refused_after_ingesting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[dict]:
+    """Ingest a press file of campaign line-1, then trigger its study: returns the studies."""
+    import flows.press_flow
+    from flows.campaign_studies import start_studies
+
+    def no_study(study: object) -> None:
+        raise AssertionError(f"no study may start from a bad campaign file: {study}")
+
+    monkeypatch.setattr(flows.press_flow, "run_press_study", no_study)
+    inbox, root = _folders(tmp_path)
+    frame = press_frame(np.random.default_rng(60))
+    write(inbox, "line-1__a.csv", frame)
+    config = root / "campaigns.toml"
+    before = config.read_bytes() if config.is_file() and not config.is_symlink() else b""
+    report = ingest_inbox(inbox, root)
+    assert report.count(Status.ingested) == 1 and len(read_dataset(root, "press")) == len(frame)
+    studies = start_studies(report, root)
+    assert len(read_dataset(root, "press")) == len(frame) and len(_ingested(root)) == 1
+    if before:
+        assert config.read_bytes() == before  # read, never changed
+    return studies
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_CAMPAIGN_FILES))
+def test_hostile_campaign_file_refuses_the_study_and_keeps_the_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    from models import registry
+
+    monkeypatch.delenv(registry.ALLOWED_ENV, raising=False)
+    content, words = HOSTILE_CAMPAIGN_FILES[case]
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "campaigns.toml").write_bytes(content)
+    (study,) = _refused_after_ingesting(tmp_path, monkeypatch)
+    reason = study["reason"]
+    assert study["status"] == "refused" and study["campaign"] == "line-1"
+    assert reason.startswith(str(tmp_path / "data" / "campaigns.toml")), reason
+    assert words in reason and "no study started (the data is stored)" in reason, reason
+    assert len(reason) < 1000
+
+
+@pytest.mark.parametrize("kind", ["link", "pipe"])
+def test_campaign_file_that_is_a_link_or_a_pipe_is_not_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    config = tmp_path / "data" / "campaigns.toml"
+    config.parent.mkdir()
+    if kind == "link":
+        os.symlink("/etc/passwd", config)
+    else:
+        os.mkfifo(config)  # a plain open() would block the flow
+    (study,) = _refused_after_ingesting(tmp_path, monkeypatch)
+    words = "a symbolic link, not followed" if kind == "link" else "not a regular file"
+    assert study["status"] == "refused" and words in study["reason"]

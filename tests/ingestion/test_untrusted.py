@@ -41,16 +41,20 @@ def test_hostile_names_stay_inside_the_data_root(tmp_path: Path) -> None:
     rng = np.random.default_rng(3)
     inbox, root = tmp_path / "inbox", tmp_path / "data"
     inbox.mkdir()
-    write(inbox, "~\\..\\..\\evil__x.csv", press_frame(rng))
+    write(inbox, "evil__~\\..\\..\\x.csv", press_frame(rng))
+    write(inbox, "~\\..\\..\\evil__x.csv", press_frame(rng))  # campaign part '~\\..\\..\\evil'
     (inbox / "bad\n\t.csv").write_text("a,b\n1,2\n")
     report = ingest_inbox(inbox, root)
-    assert report.count(Status.ingested) == 1 and report.count(Status.quarantined) == 1
+    assert report.count(Status.ingested) == 1 and report.count(Status.quarantined) == 2
     created = {p.relative_to(tmp_path).parts[0] for p in tmp_path.rglob("*")}
     assert created == {"inbox", "data"}
+    assert [p.name for p in (root / "datasets" / "study=press").iterdir()] == ["campaign=evil"]
     for p in (root / "archive").iterdir():
         assert not p.name.startswith(".") and "\\" not in p.name and "\n" not in p.name
     names = sorted(p.name for p in (root / "quarantine").iterdir())
-    assert names == ["bad_.csv", "bad_.csv.error.txt"]
+    assert names == ["__._._evil__x.csv", "__._._evil__x.csv.error.txt", "bad_.csv",
+                     "bad_.csv.error.txt"]  # fmt: skip
+    assert "invalid campaign" in (root / "quarantine" / names[1]).read_text()
 
 
 def test_archived_data_is_never_overwritten(tmp_path: Path) -> None:
