@@ -9,8 +9,12 @@
 that both give the same result. ``rates``: searches on the paper's reference recording
 (velocity noise = percent of the noise-free velocity range, seed 1000 + search seed) for seeds
 0..n-1; prints how often the exact structure {two_mass, coulomb, viscous, stribeck} wins and
-the wall times. ``--paper`` switches to the paper's operators (raw roulette, every individual
-re-identified with the full budget, no novelty); default: ``GPSettings`` defaults. For a seed
+the wall times. ``--paper`` switches to the paper's search
+(``models.drivetrain.gp.presets.paper_settings``: raw roulette, no elite, every individual
+re-identified from one start with up to 500 evaluations, no novelty, no prefilter) at
+``--population`` × ``--generations``; default: ``GPSettings`` defaults.
+``benchmarks/paper_modes.py`` compares ``greylab drive identify --paper`` (6 × 20) with the
+defaults. For a seed
 that misses, ``rates`` prints the generation since which its best led and its parameters.
 ``emps``: identification of {one_mass, coulomb, viscous, gravity} on the EMPS data (published
 IDIM-LS values for comparison) and, with ``--search``, a structure search over the whole
@@ -38,7 +42,6 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -47,13 +50,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from benchmarks._report import Bench, add_arguments
 from models.drivetrain import reference_recording
 from models.drivetrain.gp import GPSettings, IdentificationSettings, StructureSearch
-from models.drivetrain.gp.presets import EMPS_PUBLISHED, emps_settings
+from models.drivetrain.gp.presets import EMPS_PUBLISHED, emps_settings, paper_settings
 from schemas.drive import emps_path
 
 TRUTH = ["two_mass", "coulomb", "viscous", "stribeck"]
 EMPS = emps_path()
-PAPER: dict[str, Any] = dict(selection="roulette", structure_cache=False, avoid_duplicates=False,
-             avoid_revisits=False, n_elite=0, simplify_best=False)  # fmt: skip
 
 
 class ProcessMap:
@@ -76,10 +77,10 @@ def recording(noise_percent: float, seed: int):
 
 
 def settings(args) -> GPSettings:
+    if args.paper:  # the paper's search at the asked size (no prefilter: --prefilter-hz unused)
+        return paper_settings(population=args.population, generations=args.generations)
     base = GPSettings(population=args.population, generations=args.generations)
     ident = replace(base.identification, prefilter_hz=args.prefilter_hz)
-    if args.paper:
-        return replace(base, identification=replace(ident, screen_nfev=0), **PAPER)
     return replace(base, identification=ident)
 
 
@@ -112,7 +113,8 @@ def run(args, seed: int, workers: int, rec, gp: GPSettings | None = None, progre
 def describe(args) -> str:
     return (f"population {args.population} x generations {args.generations}, "
             f"{'paper operators' if args.paper else 'default operators'}, noise "
-            f"{args.noise_percent} % of range, prefilter {args.prefilter_hz} Hz, JIT cache "
+            f"{args.noise_percent} % of range, prefilter "
+            f"{settings(args).identification.prefilter_hz} Hz, JIT cache "
             f"{args.jit_cache}")  # fmt: skip
 
 
@@ -230,7 +232,7 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--noise-percent", type=float, default=0.0)
     parser.add_argument("--prefilter-hz", type=float, default=None)
-    parser.add_argument("--paper", action="store_true", help="the paper's operators")
+    parser.add_argument("--paper", action="store_true", help="the paper's search (operators)")
     parser.add_argument("--jit-cache", choices=["cold", "warm"], default="cold")
     parser.add_argument("--decimate", type=int, default=10)
     parser.add_argument("--f-tanh", type=float, default=1000.0)

@@ -35,6 +35,7 @@ SOURCES = {
     "press_detect": "press",
     "nist_strd": "press",
     "press_calibration": "press",
+    "sensor_design": "press",
     "drive_search-speed": "drive",
     "inverse": "inverse",
     "emps_validation": "emps",

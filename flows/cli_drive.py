@@ -138,6 +138,14 @@ def print_drive_result(result: DriveResult) -> None:
         f"(fitness {result.fitness:.4g}, RSS {result.rss:.4g}, "
         f"{result.generations} generations)"
     )
+    if result.paper:
+        s, ident = result.settings, result.settings.get("identification", {})
+        stdout.print(
+            f"the paper's search (--paper): population {s.get('population')} x "
+            f"{s.get('generations')} generations, {s.get('selection')} selection, no elite, "
+            f"every individual re-identified (up to {ident.get('max_nfev')} evaluations, "
+            f"{ident.get('n_starts')} start), time-domain RSS"
+        )
     rows = [[k, v] for k, v in result.parameters.items()]
     stdout.print(table("Identified parameters", ["parameter", "value"], rows))
     if result.validation:

@@ -33,6 +33,9 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on 
 
 
 def register(root: typer.Typer) -> None:
+    from flows import cli_design
+
+    cli_design.register(app)
     root.add_typer(app, name="press")
 
 
@@ -94,71 +97,6 @@ def check(
         stdout.print(frame_table(title, report.table))
 
     emit(report.to_dict(), as_json=as_json, human=human)
-
-
-ModelOpt = Annotated[
-    list[str],
-    typer.Option(
-        "--model",
-        "--models",
-        help="Model(s): M1/M2/M3 or package.module:attr (a file in the current folder or an "
-        "installed package); repeat or comma-separate.",
-    ),
-]
-
-
-@app.command()
-def design(
-    data: Annotated[Path, typer.Option(help="Measurement table (.csv or .parquet).")],
-    sensors: Annotated[
-        str, typer.Option(help="How many sensors to keep: a number, or all (0) = every size.")
-    ] = "all",
-    criterion: Annotated[str, typer.Option(help="A, D or E.")] = "E",
-    model: ModelOpt = ["M3"],  # noqa: B006 - typer reads the default, never mutates it
-    design_model: Annotated[
-        str | None,
-        typer.Option(help="Model the design uses; default: the one with the most parameters."),
-    ] = None,
-    sheet: Annotated[Path | None, typer.Option(help="Sensor sheet (sensor,sigma_um).")] = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Optimal sensor selection (A/D/E criteria) on the corrected measurements."""
-    import methods
-    from flows.press_flow import choose_design_model
-    from models.registry import allow_models, resolve_model
-
-    models = [m for item in model for m in split_list(item)]
-    allow_models(models + ([design_model] if design_model else []))
-    chosen, why = choose_design_model(models, design_model)
-    frame, sigma = _load(data, sheet)
-    result = methods.sensor_design(
-        resolve_model(chosen),
-        methods.correct_to_setpoints(frame),
-        n_sensors=_sensor_count(sensors),
-        criterion=criterion.upper(),
-        sigma=sigma,
-    )
-
-    def human() -> None:
-        title = f"Sensor design ({criterion.upper()}-optimal, model {chosen}: {why})"
-        stdout.print(frame_table(title, result.table))
-        stdout.print(
-            f"best: {result.best['code'] if result.best else 'none'} = "
-            f"{result.best_sensors if result.best else 'no identifiable subset'}"
-        )
-
-    emit({**result.to_dict(), "model": chosen, "model_chosen_by": why}, as_json=as_json,
-         human=human)  # fmt: skip
-
-
-def _sensor_count(text: str) -> int | None:
-    """``--sensors``: a positive number, or ``all`` / ``0`` for every size."""
-    if text.strip().lower() in {"all", "0"}:
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise InputError(f"--sensors: expected a number or 'all', got {text[:40]!r}") from None
 
 
 def _allow_typed_models(options: dict[str, Any]) -> None:

@@ -12,11 +12,10 @@ import pandas as pd
 from prefect import flow
 
 from flows.artifacts import finish, flow_run_tags
-from flows.drive_settings import DrivePreset, DriveSearch
+from flows.drive_settings import DriveSearch
 from flows.progress import Progress
 from flows.runners import RunnerKind, run_flow
-from models.drivetrain.gp import GPSettings, RecordingFile, StructureSearch
-from models.drivetrain.gp.presets import emps_settings
+from models.drivetrain.gp import RecordingFile, StructureSearch
 from models.drivetrain.product import DriveModel
 from tasks import drive as drive_tasks
 from tasks.cache import code_fingerprint
@@ -68,25 +67,23 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
         recorder.generation(g, best)
         progress.advance()
 
-    preset = study.preset or (
-        DrivePreset.emps if (study.data or "").lower().endswith(".mat") else DrivePreset.reference
-    )
-    settings = emps_settings() if preset is DrivePreset.emps else GPSettings()
-    nominals = {**dict(settings.nominals), **study.nominals}
+    preset = study.resolved_preset()
+    settings = study.search_settings(preset)  # with `paper`: the paper's search
     batch_size = study.batch_size or max(1, -(-study.population // study.workers))
     recorder.run.params({"preset": preset.value, "batch_size": batch_size})
     search = StructureSearch(
         settings=settings,
-        population=study.population,
-        generations=study.generations,
+        population=settings.population,
+        generations=settings.generations,
         seed=study.seed,
-        test_fraction=study.test_fraction,
-        nominals=tuple(sorted(nominals.items())),
+        test_fraction=settings.test_fraction,
         map_batches=drive_tasks.prefect_map_batches,
         batch_size=batch_size,
         checkpoint_dir=checkpoint if study.resume else None,
         progress=on_generation,
-    ).fit(RecordingFile(loaded["path"], loaded["hash"]))
+    )
+    recorder.search_settings(search.settings)  # gp.*: every setting the search runs with
+    search.fit(RecordingFile(loaded["path"], loaded["hash"]))
     recording = pd.read_parquet(loaded["path"])
     recorder.result(search, recording)
     campaign = study.campaign or loaded["hash"][:12]
@@ -111,6 +108,8 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
         "generations": study.generations,
         "resumed_from": search.resumed_from_,
         "preset": preset.value,
+        "paper": study.paper,
+        "settings": search.settings.to_dict(),
         "history": tuple(search.history_.to_dict("records")),
     }
 

@@ -4,6 +4,7 @@ the flow's parameters and the options of `greylab drive identify` (flows/cli_set
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from enum import StrEnum
 from typing import Annotated
 
@@ -11,6 +12,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from flows.cli_settings import Cli, explained
 from models.drivetrain import REFERENCE_STRUCTURE
+from models.drivetrain.gp.presets import (
+    PAPER_GENERATIONS,
+    PAPER_POPULATION,
+    emps_settings,
+    paper_settings,
+)
+from models.drivetrain.gp.settings import GPSettings
 from tasks import limits
 from tasks.recorder import validate_experiment_name
 
@@ -53,6 +61,14 @@ class DriveSearch(BaseModel):
             "Settings preset; empty = emps for a .mat file, else the paper's", DrivePreset
         ),
     )
+    paper: bool = Field(
+        False,
+        description="The seed paper's search (docs/methods.md §2.6): 6 individuals x 20 "
+        "generations, roulette on raw fitness, no elite, every individual re-identified (one "
+        "start, up to 500 evaluations), time-domain RSS (no prefilter, screening or position "
+        "error); population and generations left at 10 become 6 and 20, other values and a "
+        "test fraction are refused",
+    )
     population: int = Field(10, ge=2, description="Individuals per generation")
     generations: int = Field(10, ge=1, description="Generations")
     seed: int = Field(0, ge=0, description="Seed of the search")
@@ -93,6 +109,31 @@ class DriveSearch(BaseModel):
         return validate_experiment_name(value)
 
     @model_validator(mode="after")
+    def _paper(self) -> DriveSearch:
+        """`paper`: population and generations at greylab's defaults become the paper's 6 x 20
+        (the form always sends every field, so "left at the default" is judged by value); any
+        other value than the paper's is refused, as is a held-out tail (the paper fits and
+        scores on the whole record). Runs before `_limits`, which checks the values used."""
+        if not self.paper:
+            return self
+        fields = type(self).model_fields
+        for name, value in (("population", PAPER_POPULATION), ("generations", PAPER_GENERATIONS)):
+            given, default = getattr(self, name), fields[name].default
+            if given == default:
+                setattr(self, name, value)
+            elif given != value:
+                raise ValueError(
+                    f"paper (--paper) is the paper's search with {name} {value}: got {given} "
+                    f"(leave {name} at its default {default}, or drop --paper)"
+                )
+        if self.test_fraction:
+            raise ValueError(
+                f"paper (--paper) fits and scores on the whole record: got test fraction "
+                f"{self.test_fraction} (leave --test-fraction at 0, or drop --paper)"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _limits(self) -> DriveSearch:
         """Population, population x generations and workers within the machine's limits."""
         limits.check("population", self.population, "GREYLAB_MAX_POPULATION")
@@ -103,3 +144,26 @@ class DriveSearch(BaseModel):
         )
         limits.check("workers", self.workers, "GREYLAB_MAX_WORKERS")
         return self
+
+    def resolved_preset(self) -> DrivePreset:
+        """`preset`, or when empty: emps for a .mat file, else the reference drive's."""
+        if self.preset is not None:
+            return self.preset
+        return (
+            DrivePreset.emps
+            if (self.data or "").lower().endswith(".mat")
+            else DrivePreset.reference
+        )
+
+    def search_settings(self, preset: DrivePreset | None = None) -> GPSettings:
+        """The GP settings the search runs with (default preset: `resolved_preset`): the
+        preset's units, with `paper` the paper's search on them
+        (`models.drivetrain.gp.presets.paper_settings`), then the study's nominals,
+        population, generations and test fraction."""
+        preset = preset or self.resolved_preset()
+        base = emps_settings() if preset is DrivePreset.emps else GPSettings()
+        if self.paper:
+            base = paper_settings(base)
+        nominals = tuple(sorted({**dict(base.nominals), **self.nominals}.items()))
+        return replace(base, population=self.population, generations=self.generations,
+                       test_fraction=self.test_fraction, nominals=nominals)  # fmt: skip

@@ -76,8 +76,9 @@ def _run(study: PressStudy, recorder: PressRecorder) -> dict[str, Any]:
     warnings = _normality_warnings(report)
     design_model, chosen_by = design_model_of(study)
     design = steps.call(
-        "design", steps.design, design_model, path, study.n_sensors, study.criterion.value, sigma
-    )
+        "design", steps.design, design_model, path, study.n_sensors, study.criterion.value, sigma,
+        study.max_sensors, loaded["costs"], study.budget, study.design_refit,
+    )  # fmt: skip
     sensors = design.best_sensors
     recorder.design(design, design_model)
     splits = steps.call(
@@ -109,6 +110,9 @@ def _run(study: PressStudy, recorder: PressRecorder) -> dict[str, Any]:
         "verdicts": tuple(verdicts),
         "warnings": tuple(warnings),
         "cache": steps.use.to_dict(),
+        "paper": study.paper,
+        "statistic": study.statistic.value,  # with `paper`: the paper's
+        "correction": study.correction.value,
     }
 
 

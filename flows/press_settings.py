@@ -6,7 +6,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from flows.cli_settings import Cli, explained
 from methods.press.design import Criterion
@@ -64,6 +64,22 @@ class PressStudy(BaseModel):
     n_sensors: Annotated[int | None, Cli(name="sensors", zero_is_none=True)] = Field(
         2, ge=1, description="Sensors kept by the optimal design; empty (CLI: all or 0) = all"
     )
+    max_sensors: int | None = Field(
+        None,
+        ge=1,
+        description="At most this many sensors (the design may keep fewer); empty = no limit",
+    )
+    budget: float | None = Field(
+        None,
+        gt=0,
+        description="Total cost of the kept sensors at most this (costs: the sensor "
+        "sheet's cost column); empty = no budget",
+    )
+    design_refit: bool = Field(
+        False,
+        description="Second-order terms of each candidate subset from a fit on that "
+        "subset's own data (slower); off = from the all-sensor fit",
+    )
     criterion: Criterion = Field(Criterion.E, description=explained("Design criterion", Criterion))
     n_tests: Annotated[int, Cli(name="tests")] = Field(
         50, ge=1, le=100_000, description="Calibration/validation tests per model"
@@ -80,6 +96,13 @@ class PressStudy(BaseModel):
     )
     correction: Correction = Field(
         Correction.BONFERRONI, description=explained("Multiple-testing correction", Correction)
+    )
+    paper: bool = Field(
+        False,
+        description="The paper's test (docs/methods.md §1.7): statistic paper (d'C_cal^-1 d) "
+        "with the Bonferroni correction; a statistic left at difference becomes paper, "
+        "correction holm is refused. Design, splits, tests and tolerance are the study's (the "
+        "paper leaves them to the application)",
     )
     seed: int = Field(0, ge=0, description="Seed of the random splits")
     batch_size: int = Field(25, ge=1, description="Splits per Prefect task")
@@ -125,3 +148,19 @@ class PressStudy(BaseModel):
     @classmethod
     def _experiment(cls, value: str) -> str:
         return validate_experiment_name(value)
+
+    @model_validator(mode="after")
+    def _paper(self) -> PressStudy:
+        """`paper`: the paper's statistic (a statistic at greylab's default, difference, becomes
+        paper; the form always sends every field, so the default is judged by value) and its
+        Bonferroni correction (holm is refused). The recorded `statistic` is the one used."""
+        if not self.paper:
+            return self
+        self.statistic = Statistic.PAPER
+        if self.correction != Correction.BONFERRONI:
+            raise ValueError(
+                f"paper (--paper) is the paper's test with the Bonferroni correction: got "
+                f"correction {self.correction.value} (leave --correction at bonferroni, or "
+                "drop --paper)"
+            )
+        return self

@@ -63,12 +63,21 @@ INTEGER_COLUMNS: dict[type[pa.DataFrameModel], tuple[str, ...]] = {}
 
 
 class SensorSheet(pa.DataFrameModel):
+    """A sensor sheet: the standard deviation of each sensor, and for a sensor design the
+    candidates (every listed sensor) with an optional cost each (installation, channel)."""
+
     sensor: Series[str] = pa.Field(unique=True, str_length={"min_value": 1})
     sigma_um: Series[float] = pa.Field(gt=0)
+    cost: Series[float] | None = pa.Field(ge=0)
 
     @pa.check("sigma_um", name="finite")
     @classmethod
     def finite(cls, series: Series[float]) -> Series[bool]:
+        return _finite(series)
+
+    @pa.check("cost", name="finite")
+    @classmethod
+    def finite_cost(cls, series: Series[float]) -> Series[bool]:
         return _finite(series)
 
     class Config:
@@ -80,7 +89,7 @@ INTEGER_COLUMNS[PressMeasurements] = ("series", "step")
 
 
 def _validate(model: type[pa.DataFrameModel], frame: pd.DataFrame, source: str) -> pd.DataFrame:
-    required = list(model.to_schema().columns)
+    required = [name for name, column in model.to_schema().columns.items() if column.required]
     missing = [c for c in required if c not in frame.columns]
     if missing:
         raise DataError(
@@ -99,7 +108,8 @@ def _validate(model: type[pa.DataFrameModel], frame: pd.DataFrame, source: str) 
         raise DataError(f"{source}: {exc}") from None
     if not integral.empty:
         raise DataError(describe_failure_cases(integral, source=source))
-    return validated[required].reset_index(drop=True)
+    known = [c for c in model.to_schema().columns if c in validated.columns]
+    return validated[known].reset_index(drop=True)
 
 
 def _non_integral(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
@@ -194,3 +204,14 @@ def load_press_table(path: str | Path) -> pd.DataFrame:
 def load_sensor_sheet(path: str | Path, *, sensors: list[str] | None = None) -> dict[str, float]:
     """Read and validate a sensor sheet (CSV or Parquet) into {sensor: sigma_um}."""
     return validate_sensor_sheet(read_limited(path), sensors=sensors, source=str(path))
+
+
+def load_candidate_sheet(path: str | Path) -> tuple[dict[str, float], dict[str, float] | None]:
+    """A sensor sheet as design candidates: ({sensor: sigma_um}, {sensor: cost} or None when
+    the sheet has no ``cost`` column)."""
+    frame = read_limited(path)
+    sheet = _validate(SensorSheet, frame, str(path))
+    sigma = dict(zip(sheet["sensor"], sheet["sigma_um"].astype(float)))
+    if "cost" not in sheet.columns:
+        return sigma, None
+    return sigma, dict(zip(sheet["sensor"], sheet["cost"].astype(float)))

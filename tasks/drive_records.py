@@ -1,7 +1,10 @@
 """What a drive structure search records in MLflow (one run per search).
 
-Params: the search settings and the data source. Per generation (stepped metrics, live while
-the search runs): `best_fitness`, `best_rss` of the best individual found so far. At the end:
+Params: the study settings (with `paper`: the values the paper's search used), the data
+source, and `gp.<name>` / `gp.identification.<name>`: every GP setting the search runs with
+(`models.drivetrain.gp.GPSettings`, after the preset, the paper switch and the study's values).
+Per generation (stepped metrics, live while the search runs): `best_fitness`, `best_rss` of
+the best individual found so far. At the end:
 `param.<name>` for the identified parameters, `n_evaluations`, `best_structure` as tag and param,
 artifacts `history.csv` (best structure per generation, codes and names), `population.csv`
 (every individual of every generation), `state_space.json`, `result.json`, and figures of
@@ -20,6 +23,14 @@ from tasks.recorder import Recorder
 class DriveRecorder(Recorder):
     study = "drive"
     run_name = "drive-search"
+
+    def search_settings(self, settings: Any) -> None:
+        """`gp.<name>` for every field of the search's `GPSettings`, `gp.identification.<name>`
+        for its identification settings (logged before the search starts)."""
+        values = settings.to_dict()
+        identification = values.pop("identification")
+        self.run.params({f"gp.{k}": v for k, v in values.items()}
+                        | {f"gp.identification.{k}": v for k, v in identification.items()})  # fmt: skip
 
     def generation(self, g: int, best: Any) -> None:
         self.run.metrics({"best_fitness": float(best.fitness), "best_rss": float(best.rss)}, step=g)

@@ -31,7 +31,12 @@ from methods.press.normality import NormalityReport
 from methods.press.splits import Split
 from models.press import simulate_press
 from models.registry import resolve_model
-from schemas.press import load_press_table, load_sensor_sheet, validate_press_table
+from schemas.press import (
+    load_candidate_sheet,
+    load_press_table,
+    load_sensor_sheet,
+    validate_press_table,
+)
 from schemas.storage import store_table
 from tasks.cache import StudyCache, fresh_model_module
 from tasks.settings import load_settings
@@ -63,24 +68,26 @@ def load_measurements(
 ) -> dict[str, Any]:
     """Validate a lab file (or simulate the digital twin) and store it as Parquet.
 
-    Returns `{"path", "hash", "source", "sigma"}`; `sigma` is None when no sheet was given
-    (the methods then estimate it from the repeated series).
+    Returns `{"path", "hash", "source", "sigma", "costs"}`; `sigma` is None when no sheet was
+    given (the methods then estimate it from the repeated series), `costs` when the sheet has
+    no cost column.
     """
     if data is not None:
         table = load_press_table(data)
         source = str(Path(data).resolve())
-        sigma = None
+        sigma, costs = None, None
         if sensor_sheet is not None:
             sigma = load_sensor_sheet(sensor_sheet, sensors=sorted(table["sensor"].unique()))
+            costs = load_candidate_sheet(sensor_sheet)[1]
     else:
         settings = dict(twin or {})
         table, sheet = simulate_press(**settings)
         table = validate_press_table(table, source="digital twin")
         source = "twin:" + ",".join(f"{k}={v}" for k, v in sorted(settings.items()))
-        sigma = dict(zip(sheet["sensor"], sheet["sigma_um"].astype(float)))
+        sigma, costs = dict(zip(sheet["sensor"], sheet["sigma_um"].astype(float))), None
     digest = content_hash(table)
     path = store_table(table, _tables_dir(), digest)
-    return {"path": str(path), "hash": digest, "source": source, "sigma": sigma}
+    return {"path": str(path), "hash": digest, "source": source, "sigma": sigma, "costs": costs}
 
 
 def _tests_run_name() -> str:
@@ -109,11 +116,20 @@ def normality(path: str, alpha: float = 0.05) -> NormalityReport:
     name="design-sensors", task_run_name="design {criterion} {model}", cache_policy=TABLE_AND_MODEL
 )
 def design(
-    model: str, path: str, n_sensors: int | None, criterion: str, sigma: dict | None
+    model: str,
+    path: str,
+    n_sensors: int | None,
+    criterion: str,
+    sigma: dict | None,
+    max_sensors: int | None = None,
+    costs: dict | None = None,
+    budget: float | None = None,
+    refit: bool = False,
 ) -> SensorDesign:
     return methods.sensor_design(
-        _model(model), _read(path), n_sensors=n_sensors, criterion=criterion, sigma=sigma
-    )
+        _model(model), _read(path), n_sensors=n_sensors, criterion=criterion, sigma=sigma,
+        max_sensors=max_sensors, costs=costs, budget=budget, refit=refit,
+    )  # fmt: skip
 
 
 @task(name="fit-model", task_run_name="fit {model}", cache_policy=TABLE_AND_MODEL)

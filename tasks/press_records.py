@@ -13,7 +13,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from methods.press.plots import design_figure, ellipsoid_figure, hysteresis_figure
+from methods.press.plots import (
+    design_curve_figure,
+    design_figure,
+    ellipsoid_figure,
+    hysteresis_figure,
+)
 from models.registry import resolve_model
 from tasks.recorder import Recorder, Run, RunTracker
 from tasks.study_results import markdown_table
@@ -53,7 +58,14 @@ class PressRecorder(Recorder):
         run.table(design.table, "design.csv")
         self.design_code = str(design.best["code"])
         run.params({"design": self.design_code} | ({"design_model": model} if model else {}))
-        run.figure(design_figure(design), "figures/design.png")
+        search = design.search
+        run.params({f"design_{k}": search[k] for k in ("method", "budget", "second_order")
+                    if k in search})  # fmt: skip
+        run.metrics({f"design.{k}": float(search[k]) for k in ("nodes", "gap", "seconds")
+                     if isinstance(search.get(k), int | float) and np.isfinite(search[k])})  # fmt: skip
+        if len(design.table) <= 40:  # one bar per subset
+            run.figure(design_figure(design), "figures/design.png")
+        run.figure(design_curve_figure(design), "figures/design_curve.png")
 
     def model_run(
         self,
@@ -78,7 +90,8 @@ class PressRecorder(Recorder):
                     "split": study.split.value,
                     "tol": study.tol,
                     "n_tests": detection.n_tests,  # run: a split kind may allow fewer
-                    "statistic": study.statistic.value,
+                    "statistic": study.statistic.value,  # the one used (`paper`: paper)
+                    "paper": study.paper,
                     "correction": study.correction.value,
                     "seed": study.seed,
                     "calibration_fraction": study.calibration_fraction,

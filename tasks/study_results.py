@@ -94,6 +94,9 @@ class PressResult:
     parent_run_id: str
     tracking: str
     experiment_id: str = ""  # MLflow experiment of the runs (links to their pages)
+    paper: bool = False  # the paper's test (`--paper`)
+    statistic: str = ""  # the test statistic used (difference, or paper)
+    correction: str = ""  # the multiple-testing correction used
 
     def _link(self, run_id: Any) -> Any:
         return run_ref(run_id, self.experiment_id)
@@ -129,10 +132,19 @@ class PressResult:
                  f"Sensor design: {cell(self.design.get('criterion', ''))}-optimal for "
                  f"{cell(self.design.get('model', '-'))} "
                  f"({cell(self.design.get('model_chosen_by', '-'))})", "",
+                 *self._test_lines(),
                  f"MLflow parent run {cell(self._link(self.parent_run_id))}, data hash "
                  f"{cell(self.data_hash[:12])}"]  # fmt: skip
         lines += [f"- warning: {cell(w)}" for w in self.warnings]
         return "\n".join(lines)
+
+    def _test_lines(self) -> list[str]:
+        """`Test: statistic paper, bonferroni correction (the paper's test)`, if recorded."""
+        if not self.statistic:
+            return []
+        paper = " (the paper's test, --paper)" if self.paper else ""
+        return [f"Test: statistic {cell(self.statistic)}, {cell(self.correction)} "
+                f"correction{paper}", ""]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -157,6 +169,9 @@ class DriveResult:
     validation: dict[str, dict[str, float]] = field(default_factory=dict)
     validation_run_id: str = ""
     experiment_id: str = ""  # MLflow experiment of the runs (links to their pages)
+    paper: bool = False  # the seed paper's search (`--paper`)
+    #: every GP setting the search ran with (`GPSettings.to_dict()`)
+    settings: dict[str, Any] = field(default_factory=dict)
 
     def _link(self, run_id: Any) -> Any:
         return run_ref(run_id, self.experiment_id)
@@ -183,11 +198,19 @@ class DriveResult:
             f"# Drive structure search: {cell(', '.join(self.best_structure))} "
             f"(codes {cell(self.best_codes)})", "",
             f"fitness {cell(self.fitness)}, RSS {cell(self.rss)}, {self.generations} "
-            f"generations, preset {cell(self.preset)}", "",
+            f"generations, preset {cell(self.preset)}{self._paper_words()}", "",
             markdown_table(["parameter", "value"], rows), "",
             f"MLflow run {cell(self._link(self.run_id))}, data hash {cell(self.data_hash[:12])}, "
             f"registered model {cell(self.model_uri or '-')}", *self._validation_lines(),
         ])  # fmt: skip
+
+    def _paper_words(self) -> str:
+        """`, the paper's search (6 x 20, roulette)` when `paper`."""
+        if not self.paper:
+            return ""
+        s = self.settings
+        return (f", the paper's search ({s.get('population')} x {s.get('generations')}, "
+                f"{s.get('selection')})")  # fmt: skip
 
     def _validation_lines(self) -> list[str]:
         if not self.validation:

@@ -1,24 +1,35 @@
-"""Branch-and-bound for choosing ``n_select`` of many candidate sensors (first-order design).
+"""Branch-and-bound sensor selection under a count and/or a cost budget (first-order design).
 
 Information ``M(omega) = base + sum_c omega_c F_c`` (F_c: (n_p, n_p) PSD per candidate), design
 ``C = M^-1``; criteria ``A = tr C``, ``D = log det C = -log det M``, ``E = lambda_max(C) =
-1 / lambda_min(M)`` are convex in ``omega``. At each node (some omega fixed to 0 or 1) the
-relaxation ``omega in [0, 1], sum omega = n_select`` is solved approximately: A and D by
-SLSQP with analytic gradients, whose VALID lower bound comes from convexity at the point
-reached,
+1 / lambda_min(M)`` are convex in ``omega``. Constraints (``methods.press.bnb_relax.Rows``):
+exactly ``n_select`` sensors, at most ``n_select`` (``at_most=True``), and/or a total cost
+``costs . omega <= budget``. With PSD blocks a sensor never hurts (M grows in the Loewner order,
+every criterion falls or stays), so at most n gives the value of exactly n when n <= n_c; the
+search treats it as the general ``<=`` row (the unit-cost budget) and never relies on that.
+
+Each node (some omega fixed to 0 or 1) relaxes ``omega_free in [0, 1]`` under the rows with the
+residual count/budget. A and D: SLSQP with analytic gradients, and the VALID lower bound from
+convexity at the point reached,
 
     f* >= f(w) + min_{s in node polytope} grad f(w)^T (s - w)      (Frank-Wolfe bound),
 
-whose inner minimum is closed-form (take the n_free smallest gradient entries); E by Kelley's
-cutting planes on the concave ``lambda_min(M(omega))``: the LP ``max t, t <= u_i^T M(omega)
-u_i`` over the cuts ``u_i`` (eigenvectors met so far, shared by all nodes) over-estimates the
-relaxed ``lambda_min``, so ``1/t`` is a valid lower bound at every iteration. Incumbents: greedy backward elimination, then pairwise exchange, and the
-rounded relaxation of each node. Gap: ``(UB - LB)/UB`` for A and E; ``exp(UB - LB) - 1`` for
-D (relative gap in det C).
+whose inner minimum is closed-form: the ``n_free`` smallest gradients for an exact count, a
+fractional knapsack for one ``<=`` row (negative gradients by increasing gradient/cost, the last
+one fractional), the count knapsack with the cost row dualised for both (every multiplier gives
+a valid bound). E: Kelley's cutting planes on the concave ``lambda_min(M(omega))``: the LP
+``max t, t <= u_i^T M(omega) u_i`` under the rows over-estimates the relaxed ``lambda_min``, so
+``1/t`` is a valid lower bound at every iteration. A node whose completions cannot reach rank
+n_p (rank of the fixed part + the most block rank the rows admit, or of the span of the fixed
+part and the free blocks) is unidentifiable: bound inf.
+Incumbents: greedy backward elimination and greedy addition by improvement per resource used,
+then exchange moves (add, swap, drop) that keep every row, and the rounded relaxation of each
+node. Gap: ``(UB - LB)/UB`` for A and E; ``exp(UB - LB) - 1`` for D (relative gap in det C).
 """
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import json
 import time
@@ -26,16 +37,21 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import optimize
 
 from methods.errors import InputError
+from methods.press.bnb_greedy import Incumbents
+from methods.press.bnb_relax import Cuts, Objective, Rows, knapsack_min, relax_e, relax_smooth
+
+#: E: the node LP starts from the cuts of the shared pool tightest at the parent's point
+E_START_CUTS = 64
 
 
 @dataclass(frozen=True)
 class DesignResult:
     """``selected`` candidate indices (sorted); ``value`` criterion of that design;
     ``bound`` proven lower bound on the optimum; ``gap`` (see module doc); ``proven`` (gap
-    <= gap_tol); ``n_nodes``; ``seconds``; ``criterion``."""
+    <= gap_tol); ``n_nodes``; ``seconds``; ``criterion``; ``total_cost`` of the selection and
+    the cost ``budget`` (None without costs); ``n_select`` and ``at_most``: the count rule."""
 
     selected: tuple[int, ...]
     value: float
@@ -45,129 +61,163 @@ class DesignResult:
     n_nodes: int
     seconds: float
     criterion: str
+    total_cost: float | None = None
+    budget: float | None = None
+    n_select: int | None = None
+    at_most: bool = False
 
     def summary(self) -> str:
+        cost = "" if self.budget is None else f", cost {self.total_cost:.6g} of {self.budget:.6g}"
         return (
             f"{self.criterion}-design {list(self.selected)}: value {self.value:.6g}, bound "
             f"{self.bound:.6g}, gap {self.gap:.2e} ({'proven' if self.proven else 'not proven'}),"
-            f" {self.n_nodes} nodes, {self.seconds:.1f} s"
+            f" {self.n_nodes} nodes, {self.seconds:.1f} s{cost}"
         )
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: getattr(self, k) for k in self.__dataclass_fields__}
         d["selected"] = [int(i) for i in self.selected]
-        d = {k: (float(v) if isinstance(v, np.floating) else v) for k, v in d.items()}
+        d = {k: (v.item() if isinstance(v, np.generic) else v) for k, v in d.items()}
         json.dumps(d)
         return d
 
 
-class _Objective:
-    def __init__(self, F: np.ndarray, base: np.ndarray, criterion: str, smooth: float) -> None:
-        self.F, self.base, self.crit, self.smooth = F, base, criterion, smooth
-        self.n_p = F.shape[1]
-
-    def value(self, w: np.ndarray) -> float:
-        M = self.base + np.tensordot(w, self.F, axes=1)
-        ev = np.linalg.eigvalsh(M)
-        if ev[0] <= 1e-12 * max(ev[-1], 1e-300):
-            return np.inf
-        if self.crit == "A":
-            return float(np.sum(1.0 / ev))
-        if self.crit == "D":
-            return float(-np.sum(np.log(ev)))
-        return float(1.0 / ev[0])
-
-    def smooth_value_grad(self, w: np.ndarray, beta: float | None) -> tuple[float, np.ndarray]:
-        M = self.base + np.tensordot(w, self.F, axes=1)
-        ev, U = np.linalg.eigh(M)
-        if ev[0] <= 1e-12 * max(ev[-1], 1e-300):
-            return np.inf, np.zeros_like(w)
-        # uFu[c, i] = u_i^T F_c u_i
-        uFu = np.einsum("pi,cpq,qi->ci", U, self.F, U)
-        mu = 1.0 / ev
-        if self.crit == "A":
-            return float(mu.sum()), -(uFu * mu**2).sum(axis=1)
-        if self.crit == "D":
-            return float(-np.log(ev).sum()), -(uFu * mu).sum(axis=1)
-        b = beta if beta is not None else self.smooth / mu.max()
-        z = b * mu
-        zmax = z.max()
-        p = np.exp(z - zmax)
-        val = (zmax + np.log(p.sum())) / b
-        p /= p.sum()
-        return float(val), -(uFu * (p * mu**2)).sum(axis=1)
-
-
-def _fw_bound(f: float, g: np.ndarray, w: np.ndarray, free: np.ndarray, k_free: int) -> float:
-    """min over the node polytope of the linearisation at w (valid lower bound if convex)."""
-    gf = g[free]
-    s = np.zeros_like(gf)
-    s[np.argsort(gf, kind="stable")[:k_free]] = 1.0
-    return float(f + gf @ (s - w[free]))
-
-
 def branch_and_bound(
     fisher_blocks: np.ndarray,
-    n_select: int,
+    n_select: int | None,
     criterion: str = "D",
     *,
     base: np.ndarray | None = None,
     gap_tol: float = 1e-3,
     time_limit: float = 60.0,
     max_nodes: int = 20000,
+    costs: np.ndarray | None = None,
+    budget: float | None = None,
+    at_most: bool = False,
 ) -> DesignResult:
-    """Choose ``n_select`` of the candidates with information blocks ``fisher_blocks``
-    (n_c, n_p, n_p), minimising the criterion of ``(base + sum F_c)^-1``; see module doc."""
+    """Choose candidates with information blocks ``fisher_blocks`` (n_c, n_p, n_p) minimising
+    the criterion of ``(base + sum F_c)^-1``; see module doc.
+
+    ``n_select``: exactly that many sensors; ``at_most=True``: at most that many (with PSD
+    blocks more sensors never hurt, so this has the optimal value of exactly ``n_select`` when
+    ``n_select <= n_c``; it is searched as the unit-cost budget all the same, and may return
+    fewer sensors when more add nothing); None: no count rule (needs a budget). ``costs``
+    (n_c,) finite >= 0 with ``budget``: total cost of the selection <= budget, alone or with
+    the count rule. InputError for invalid arguments (named), when no subset fits the rules,
+    and, with costs, when no subset within the budget identifies the parameters (without
+    costs such a search returns value inf, not proven, as before)."""
     F = np.asarray(fisher_blocks, dtype=float)
     if F.ndim != 3 or F.shape[1] != F.shape[2]:
         raise InputError(f"fisher_blocks must have shape (n_c, n_p, n_p), got {F.shape}")
+    if not np.all(np.isfinite(F)):
+        raise InputError("fisher_blocks must be finite")
     criterion = str(getattr(criterion, "value", criterion))
     if criterion not in ("A", "D", "E"):
         raise InputError(f"criterion must be one of ['A', 'D', 'E'], got {criterion!r}")
     n_c, n_p = F.shape[0], F.shape[1]
-    if not 1 <= n_select <= n_c:
-        raise InputError(f"n_select must lie in 1..{n_c}, got {n_select}")
+    rows, cost, what = _constraints(n_c, n_select, costs, budget, at_most)
     base = np.zeros((n_p, n_p)) if base is None else np.asarray(base, float)
     t0 = time.perf_counter()
-    search = _Search(0.5 * (F + F.transpose(0, 2, 1)), base, criterion, n_select, gap_tol)
-    n_nodes, bound = search.run(t0 + time_limit, max_nodes)
+    root = rows.reduce(-np.ones(n_c, dtype=int))
+    if root is None:
+        raise InputError(f"no subset of the {n_c} candidates has {what}")
+    with _single_threaded_blas():
+        search = _Search(0.5 * (F + F.transpose(0, 2, 1)), base, criterion, rows, gap_tol)
+        if cost is not None and search.rank_cap(root) < n_p:
+            raise InputError(f"no subset with {what} identifies the {n_p} parameters (rank)")
+        n_nodes, bound = search.run(root, t0 + time_limit, max_nodes)
+    if cost is not None and not np.isfinite(search.best):
+        proof = "" if bound == np.inf else " found within the time/node limit"
+        raise InputError(f"no subset with {what} identifies the {n_p} parameters{proof}")
     gap = search.gap_of(search.best, bound)
+    sel = tuple(sorted(int(i) for i in search.best_sel))
     return DesignResult(
-        tuple(sorted(int(i) for i in search.best_sel)), float(search.best), float(bound), gap,
-        bool(gap <= gap_tol * (1 + 1e-9)), n_nodes, time.perf_counter() - t0, criterion,
+        sel, float(search.best), float(bound), gap, bool(gap <= gap_tol * (1 + 1e-9)), n_nodes,
+        time.perf_counter() - t0, criterion,
+        None if cost is None else float(cost[list(sel)].sum()),
+        None if cost is None else float(rows.rhs[-1]),
+        None if n_select is None else int(n_select), bool(at_most),
     )  # fmt: skip
+
+
+def _single_threaded_blas():
+    """One BLAS thread (``threadpoolctl`` if installed): SLSQP's small dense factorisations
+    took 30 ms per iteration with OpenBLAS' pool on a loaded 2-core machine, 1 ms with one."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - optional
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1)
+
+
+def _constraints(n_c: int, n_select, costs, budget, at_most: bool):
+    """The rows (count first, then cost), the costs (or None) and a description for messages."""
+    a, rhs, eq, what = [], [], [], []
+    if n_select is not None:
+        n = int(n_select)
+        if n != n_select or n < 1 or (not at_most and n > n_c):
+            top = "" if at_most else f"..{n_c}"
+            raise InputError(f"n_select must be an integer in 1{top}, got {n_select}")
+        a, rhs, eq = [np.ones(n_c)], [float(n)], [not at_most]
+        what.append(f"{'at most' if at_most else 'exactly'} {n} sensors")
+    elif at_most:
+        raise InputError("at_most=True needs n_select (the largest number of sensors)")
+    if costs is None:
+        if budget is not None:
+            raise InputError("budget needs costs= (one cost per candidate)")
+        if n_select is None:
+            raise InputError("n_select is required without costs and budget")
+        return Rows(np.array(a), np.array(rhs), np.array(eq, bool)), None, what[0]
+    c = np.asarray(costs, dtype=float)
+    if c.shape != (n_c,):
+        raise InputError(f"costs must have one entry per candidate ({n_c}), got shape {c.shape}")
+    if not np.all(np.isfinite(c)) or np.any(c < 0):
+        raise InputError(f"costs must be finite and >= 0, got {c.tolist()}")
+    if budget is None:
+        raise InputError("costs need a budget= (largest total cost)")
+    b = float(budget)
+    if not np.isfinite(b) or b < 0:
+        raise InputError(f"budget must be a finite number >= 0, got {budget}")
+    if b < c.min():
+        raise InputError(f"budget {b:g} is below every candidate cost (cheapest {c.min():g})")
+    a, rhs, eq = [*a, c], [*rhs, b], [*eq, False]
+    what.append(f"total cost <= {b:g}")
+    return Rows(np.array(a), np.array(rhs), np.array(eq, bool)), c, " and ".join(what)
 
 
 class _Search:
     """Best-first branch-and-bound over 0/1 fixings; ``best``/``best_sel`` is the incumbent."""
 
-    def __init__(self, F, base, criterion: str, n_select: int, gap_tol: float) -> None:
-        self.F, self.base, self.criterion = F, base, criterion
-        self.n_c, self.n_p = F.shape[0], F.shape[1]
-        self.n_select, self.gap_tol = n_select, gap_tol
-        # smoothing of E: the bound loses log(n_p)/beta = 2e-4 * lambda_max(C) at most
-        self.obj = _Objective(F, base, criterion, smooth=np.log(self.n_p) / 2e-4)
-        # incumbent: backward elimination, then pairwise exchange
-        sel = list(range(self.n_c))
-        while len(sel) > n_select:
-            vals = [self.subset_value(sel[:i] + sel[i + 1 :]) for i in range(len(sel))]
-            sel.pop(int(np.argmin(vals)))
-        self.best_sel, self.best = _exchange(sel, self.n_c, self.subset_value)
+    def __init__(self, F, base, criterion: str, rows: Rows, gap_tol: float) -> None:
+        self.F, self.base, self.criterion, self.rows = F, base, criterion, rows
+        self.n_c, self.n_p, self.gap_tol = F.shape[0], F.shape[1], gap_tol
+        self.obj = Objective(F, base, criterion)
+        self.ranks = np.array([np.linalg.matrix_rank(f, hermitian=True) for f in F], float)
+        self.inc = Incumbents(F, base, self.obj, rows)
+        found = [self.inc.exchange(s) for s in (self.inc.backward(), self.inc.forward())]
+        self.best_sel, self.best = min(found, key=lambda sv: sv[1])
         # E: cutting planes t <= u^T M(omega) u (valid for every omega) shared by all nodes
         _, U0 = np.linalg.eigh(base + F.sum(axis=0))
-        eye = np.eye(self.n_p)
-        self.cuts = [U0[:, i] for i in range(self.n_p)] + [eye[i] for i in range(self.n_p)]
+        self.cuts = Cuts(F, base, [*U0.T, *np.eye(self.n_p)])
 
-    def subset_value(self, sel) -> float:
-        w = np.zeros(self.n_c)
-        w[list(sel)] = 1.0
-        return self.obj.value(w)
+    def rank_cap(self, fix: np.ndarray) -> float:
+        """Upper bound on rank(M) over the node's completions: rank of the fixed part plus the
+        largest sum of block ranks each row admits alone (fractional knapsack, floored), and
+        the rank of the span of the fixed part and every free block."""
+        a, r, eq = self.rows.node(fix)
+        ranks = self.ranks[fix < 0]
+        extra = min(-knapsack_min(-ranks, ai, ri, bool(e))[0] for ai, ri, e in zip(a, r, eq))
+        fixed_M = self.base + self.F[fix == 1].sum(axis=0)
+        span = np.linalg.matrix_rank(np.hstack([fixed_M, *self.F[fix < 0]]))
+        fixed = np.linalg.matrix_rank(fixed_M, hermitian=True)
+        return float(min(fixed + np.floor(extra + 1e-9), span))
 
     def gap_of(self, ub: float, lb: float) -> float:
         if not np.isfinite(ub):
             return np.inf
         if self.criterion == "D":
-            return float(np.expm1(max(ub - lb, 0.0)))
+            with np.errstate(over="ignore"):  # inf for a far bound
+                return float(np.expm1(max(ub - lb, 0.0)))
         return float(max(ub - lb, 0.0) / abs(ub)) if ub != 0 else 0.0
 
     def prune_level(self, ub: float) -> float:
@@ -175,12 +225,10 @@ class _Search:
             return ub - np.log1p(self.gap_tol)
         return ub / (1 + self.gap_tol)
 
-    def run(self, deadline: float, max_nodes: int) -> tuple[int, float]:
+    def run(self, root: np.ndarray, deadline: float, max_nodes: int) -> tuple[int, float]:
         """Explore nodes until proven, out of time or of nodes: (nodes, proven lower bound)."""
-        n_c, n_select = self.n_c, self.n_select
-        root_fix = -np.ones(n_c, dtype=int)
-        lb0, w_root = self.relax(root_fix, np.full(n_c, n_select / n_c))
-        heap: list[tuple[float, int, np.ndarray, np.ndarray]] = [(lb0, 0, root_fix, w_root)]
+        lb0, w_root = self.relax(root, np.full(self.n_c, 0.5))
+        heap: list[tuple[float, int, np.ndarray, np.ndarray]] = [(lb0, 0, root, w_root)]
         counter, n_nodes, pruned = 1, 1, np.inf
         while heap:
             if time.perf_counter() > deadline or n_nodes >= max_nodes:
@@ -189,11 +237,7 @@ class _Search:
             if lb >= self.prune_level(self.best):
                 pruned = min(pruned, lb)
                 continue
-            # incumbent from rounding the relaxation, improved by exchange
-            cand = list(np.argsort(-np.where(fix == 0, -1.0, w + (fix == 1)))[:n_select])
-            cand_sel, cand_val = _exchange(cand, n_c, self.subset_value)
-            if cand_val < self.best:
-                self.best_sel, self.best = cand_sel, cand_val
+            self.try_rounding(fix, w)
             free = np.flatnonzero(fix < 0)
             if free.size == 0:
                 continue
@@ -201,125 +245,39 @@ class _Search:
             for value in (1, 0):
                 child = fix.copy()
                 child[j] = value
-                clb, cw = self.relax(child, w)
+                reduced = self.rows.reduce(child)
+                if reduced is None:  # no 0/1 point in this branch
+                    continue
+                clb, cw = self.relax(reduced, w)
                 n_nodes += 1
                 if clb < self.prune_level(self.best):
-                    heapq.heappush(heap, (max(clb, lb), counter, child, cw))
+                    heapq.heappush(heap, (max(clb, lb), counter, reduced, cw))
                     counter += 1
                 else:
                     pruned = min(pruned, max(clb, lb))
         # proven bound: nodes pruned within gap_tol of the incumbent still count
         return n_nodes, min([self.best, pruned] + [h[0] for h in heap])
 
+    def try_rounding(self, fix: np.ndarray, w: np.ndarray) -> None:
+        found = self.inc.rounding(fix, w)
+        if found is not None and found[1] < self.best:
+            self.best_sel, self.best = found
+
     def relax(self, fix: np.ndarray, w0: np.ndarray) -> tuple[float, np.ndarray]:
-        """Lower bound and relaxed point at a node (fix: -1 free, 0, 1)."""
+        """Lower bound and relaxed point at a (reduced) node (fix: -1 free, 0, 1)."""
         free = fix < 0
-        k_free = self.n_select - int((fix == 1).sum())
-        if k_free < 0 or k_free > free.sum():
-            return np.inf, w0
-        w = np.where(free, 0.0, fix.astype(float))
-        if k_free == 0 or k_free == free.sum():
-            w[free] = 1.0 if k_free else 0.0
+        w = (fix == 1).astype(float)
+        if not free.any():
             return self.obj.value(w), w
+        if self.rank_cap(fix) < self.n_p:  # no completion identifies the parameters
+            return np.inf, w
+        rows = self.rows.node(fix)
         if self.criterion == "E":
-            return self.relax_e(w, free, k_free)
-        return self.relax_smooth(w, w0, free, k_free)
+            level = self.prune_level(self.best)
+            return relax_e(self.cuts, w, w0, free, rows, level, self.gap_tol, E_START_CUTS)
+        return relax_smooth(self.obj, w, w0, free, rows, self.enough)
 
-    def relax_smooth(self, w, w0, free, k_free: int) -> tuple[float, np.ndarray]:
-        """A and D (convex): SLSQP on the simplex slice, Frank-Wolfe bound at its point."""
-        obj, n_free = self.obj, int(free.sum())
-        x0 = np.clip(w0[free], 0, 1)
-        x0 = x0 * (k_free / x0.sum()) if x0.sum() > 0 else np.full(n_free, k_free / n_free)
-        x0 = np.clip(x0, 0, 1)
-        mu_ref = obj.value(np.where(free, k_free / n_free, w))
-        beta = obj.smooth / mu_ref if np.isfinite(mu_ref) and self.criterion == "E" else None
-
-        def fg(x):
-            ww = w.copy()
-            ww[free] = x
-            v, g = obj.smooth_value_grad(ww, beta)
-            if not np.isfinite(v):
-                return 1e300, np.zeros_like(x)
-            return v, g[free]
-
-        res = optimize.minimize(
-            fg, x0, jac=True, method="SLSQP", bounds=[(0, 1)] * n_free,
-            constraints=[{"type": "eq", "fun": lambda x: x.sum() - k_free,
-                          "jac": lambda x: np.ones_like(x)}],
-            options={"maxiter": 200, "ftol": 1e-12},
-        )  # fmt: skip
-        ww = w.copy()
-        ww[free] = _project_sum(np.clip(res.x, 0, 1), k_free)
-        v, g = obj.smooth_value_grad(ww, beta)
-        if not np.isfinite(v):
-            return -np.inf, ww
-        lb = _fw_bound(v, g, ww, free, k_free)
-        if self.criterion == "E" and beta is not None:
-            lb -= np.log(self.n_p) / beta
-        return lb, ww
-
-    def relax_e(self, w: np.ndarray, free: np.ndarray, k_free: int) -> tuple[float, np.ndarray]:
-        """max_omega lambda_min(M(omega)) by Kelley's cutting planes (LP, HiGHS): the LP value
-        t* bounds lambda_min from above, so 1/t* is a valid lower bound on E."""
-        F, cuts, nf = self.F, self.cuts, int(free.sum())
-        fixed_M = self.base + np.tensordot(w, F, axes=1)
-        ww = w.copy()
-        lb = -np.inf
-        for _ in range(60):
-            Uc = np.array(cuts)
-            a = np.einsum("kp,cpq,kq->kc", Uc, F[free], Uc)
-            b = np.einsum("kp,pq,kq->k", Uc, fixed_M, Uc)
-            res = optimize.linprog(
-                np.r_[np.zeros(nf), -1.0],
-                A_ub=np.c_[-a, np.ones(len(cuts))], b_ub=b,
-                A_eq=np.r_[np.ones(nf), 0.0][None, :], b_eq=[k_free],
-                bounds=[(0, 1)] * nf + [(None, None)], method="highs",
-            )  # fmt: skip
-            if res.status != 0:
-                return -np.inf, ww
-            t = res.x[-1]
-            ww = w.copy()
-            ww[free] = res.x[:nf]
-            lb = np.inf if t <= 0 else 1.0 / t
-            if lb >= self.prune_level(self.best):
-                return lb, ww
-            ev, U = np.linalg.eigh(self.base + np.tensordot(ww, F, axes=1))
-            if ev[0] >= t * (1 - 0.25 * self.gap_tol):  # relaxation solved well enough
-                return lb, ww
-            cuts.append(U[:, 0])
-            if ev[1] < t:
-                cuts.append(U[:, 1])
-        return lb, ww
-
-
-def _project_sum(x: np.ndarray, k: float) -> np.ndarray:
-    """Euclidean projection onto {0 <= x <= 1, sum x = k} (bisection on the shift)."""
-    lo, hi = -1.0 - x.max(), 1.0 - x.min()
-    for _ in range(100):
-        t = 0.5 * (lo + hi)
-        if np.clip(x + t, 0, 1).sum() > k:
-            hi = t
-        else:
-            lo = t
-    return np.clip(x + 0.5 * (lo + hi), 0, 1)
-
-
-def _exchange(sel, n_c: int, value) -> tuple[list[int], float]:
-    """First-improvement pairwise exchange until no swap improves."""
-    sel = list(sel)
-    cur = value(sel)
-    improved = True
-    while improved:
-        improved = False
-        for i in range(len(sel)):
-            for c in range(n_c):
-                if c in sel:
-                    continue
-                trial = [*sel[:i], c, *sel[i + 1 :]]
-                v = value(trial)
-                if v < cur - 1e-12 * abs(cur) or (not np.isfinite(cur) and np.isfinite(v)):
-                    sel, cur, improved = trial, v, True
-                    break
-            if improved:
-                break
-    return sel, cur
+    def enough(self, value: float, bound: float) -> bool:
+        """A relaxation is solved well enough once its node is pruned or its bound is within
+        a quarter of the gap tolerance of its value."""
+        return bound >= self.prune_level(self.best) or self.gap_of(value, bound) <= self.gap_tol / 4

@@ -10,10 +10,9 @@ condition > 1e12) get infinite criteria. Small ``n_S``: exhaustive enumeration h
 
 from __future__ import annotations
 
-import itertools
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, cast
 
@@ -25,6 +24,14 @@ from methods.press.bnb import DesignResult, branch_and_bound  # noqa: F401  (re-
 from methods.press.core import compile_model, parameter_arrays
 from methods.press.covariance import bard_covariance
 from methods.press.data import resolve_sigma
+from methods.press.design_search import (
+    ENUMERATION_LIMIT,
+    Budget,
+    check_costs,
+    enumerate_subsets,
+    search_subsets,
+    subset_count,
+)
 from methods.press.estimation import aggregate, fit_parameters, model_data
 from methods.press.splits import parse_enum
 
@@ -51,13 +58,21 @@ def criteria(C: np.ndarray) -> dict[str, float]:
 class SensorDesign:
     """Result of ``sensor_design``: ``table`` (code, sensors, n_sensors, A, D, E, identifiable,
     condition, second_order), ``best`` (record of the best identifiable subset, or None),
-    ``criterion``, ``parameters`` (where the design was evaluated), ``sensors`` (model order)."""
+    ``criterion``, ``parameters`` (where the design was evaluated), ``sensors`` (model order),
+    ``search``: how the subsets were found (``method`` enumeration or branch-and-bound, its
+    nodes, gap, seconds; the ``budget``; where the ``second_order`` terms come from)."""
 
     table: pd.DataFrame
     best: dict[str, Any] | None
     criterion: str
     parameters: dict[str, float]
     sensors: tuple[str, ...]
+    search: dict[str, Any] = field(default_factory=dict)
+
+    def runners_up(self, n: int = 5) -> pd.DataFrame:
+        """The next best identifiable subsets after ``best`` (by the design criterion)."""
+        ok = self.table[self.table["identifiable"]].sort_values(self.criterion, kind="stable")
+        return ok.iloc[1 : n + 1]
 
     @property
     def best_sensors(self) -> list[str]:
@@ -93,9 +108,21 @@ class SensorDesign:
             "sensors": list(self.sensors),
             "best": None if self.best is None else {k: plain(v) for k, v in self.best.items()},
             "table": [{k: plain(v) for k, v in r.items()} for r in self.table.to_dict("records")],
+            "search": _plain_tree(self.search),
+            "runners_up": self.runners_up()["code"].tolist(),
         }
         json.dumps(d)
         return d
+
+
+def _plain_tree(value: Any) -> Any:
+    """JSON-safe copy: numpy scalars as Python numbers, inf/NaN as None."""
+    if isinstance(value, dict):
+        return {str(k): _plain_tree(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain_tree(v) for v in value]
+    value = value.item() if isinstance(value, np.generic) else value
+    return None if isinstance(value, float) and not np.isfinite(value) else value
 
 
 def sensor_blocks(
@@ -159,42 +186,105 @@ def sensor_design(
     criterion: Criterion | str = Criterion.E,
     parameters: Mapping[str, float] | None = None,
     sigma: Mapping[str, float] | pd.DataFrame | None = None,
+    max_sensors: int | None = None,
+    costs: Mapping[str, float] | None = None,
+    budget: float | None = None,
+    candidates: Sequence[str] | None = None,
+    refit: bool = False,
+    gap_tol: float = 0.01,
+    time_limit: float = 60.0,
 ) -> SensorDesign:
-    """Exhaustive enumeration of the subsets with exactly ``n_sensors`` sensors (None: every
-    size). Code "110" = first two model sensors kept. A sensor reads the whole scenario, so
-    fewer sensors than parameters can identify a model: identifiability is the covariance's
-    rank test (column ``identifiable``), not a count."""
+    """The best sensor subset under a budget: exactly ``n_sensors`` (None: any number), at most
+    ``max_sensors``, total ``costs`` at most ``budget``, among ``candidates`` (default: every
+    model sensor). Code "110" = first two model sensors kept. A sensor reads the whole
+    scenario, so fewer sensors than parameters can identify a model: identifiability is the
+    covariance's rank test (column ``identifiable``), not a count.
+
+    Up to `ENUMERATION_LIMIT` admissible subsets are enumerated, each judged on Bard's
+    covariance with the second-order terms of the all-sensor fit, or, with ``refit`` and a
+    table, of a fit on that subset's own data. Beyond, branch-and-bound finds the best subset
+    of each admissible size on the first-order information with a proven ``gap_tol`` (within
+    ``time_limit`` seconds in all); those subsets are then judged as above (``method``,
+    ``search`` say which)."""
     crit = parse_enum(Criterion, criterion, "criterion")
     sensors = tuple(model.sensors)
     n_s = len(sensors)
-    if n_sensors is not None and not 1 <= n_sensors <= n_s:
-        raise InputError(
-            f"n_sensors must lie between 1 and the {n_s} model sensors, got {n_sensors}"
-        )
-    if n_s > 20:
-        raise InputError(f"{n_s} sensors are too many to enumerate: use branch_and_bound")
+    plan = Budget(exactly=n_sensors, at_most=max_sensors, cost=budget)
+    keep = _candidates(sensors, candidates)
+    cost = None if costs is None else np.array([_cost(costs, sensors[k]) for k in keep])
+    cost = check_costs(cost, plan, len(keep))
+    sizes = plan.sizes(len(keep))
     M, S, scale, used = sensor_blocks(model, table, parameters=parameters, sigma=sigma)
-    sizes = range(1, n_s + 1) if n_sensors is None else [n_sensors]
+    if subset_count(len(keep), sizes) <= ENUMERATION_LIMIT:
+        subsets = enumerate_subsets(len(keep), sizes, cost, budget)
+        method, search = "enumeration", dict[str, Any](subsets=len(subsets))
+    else:
+        if plan.exactly is None and plan.at_most is None and budget is None:
+            raise InputError(f"{len(keep)} candidate sensors are too many to try every number: "
+                             "give exactly n (n_sensors), at most n (max_sensors) or a budget")  # fmt: skip
+        if not np.any(S[keep]) and plan.exactly is None and budget is None:
+            sizes = sizes[-1:]  # first-order only: more sensors never raise the criterion
+        subsets, search = search_subsets(M[keep], sizes, crit.value, costs=cost, max_cost=budget,
+                                         gap_tol=gap_tol, time_limit=time_limit,
+                                         at_most=max_sensors)  # fmt: skip
+        method = "branch-and-bound"
+    if not subsets:
+        raise InputError(f"no sensor subset fits the budget ({plan.describe()})")
+    judge = _refitted(model, table, sigma, sensors) if refit and table is not None else None
     rows = []
-    for size in sizes:
-        for subset in itertools.combinations(range(n_s), size):
-            idx = list(subset)
-            cov = bard_covariance(M[idx].sum(axis=0), S[idx].sum(axis=0), scale)
-            rows.append(
-                {
-                    "code": "".join("1" if k in subset else "0" for k in range(n_s)),
-                    "sensors": ",".join(sensors[k] for k in subset),
-                    "n_sensors": size,
-                    **criteria(cov.C),
-                    "identifiable": cov.identifiable,
-                    "condition": cov.condition,
-                    "second_order": cov.second_order_used,
-                }
-            )
+    for local in subsets:
+        subset = [keep[k] for k in local]
+        Mi, Si = (M, S) if judge is None else judge(subset)
+        cov = bard_covariance(Mi[subset].sum(axis=0), Si[subset].sum(axis=0), scale)
+        rows.append({
+            "code": "".join("1" if k in subset else "0" for k in range(n_s)),
+            "sensors": ",".join(sensors[k] for k in subset), "n_sensors": len(subset),
+            **criteria(cov.C), "identifiable": cov.identifiable, "condition": cov.condition,
+            "second_order": cov.second_order_used,
+            **({} if cost is None else {"cost": float(cost[list(local)].sum())}),
+        })  # fmt: skip
     tab = pd.DataFrame(rows)
     ok = tab[tab["identifiable"]]
     best: dict[str, Any] | None = None
     if not ok.empty:
         label = cast(int, ok[crit.value].idxmin())  # tab has the default RangeIndex
         best = cast(dict[str, Any], ok.loc[label].to_dict())  # one row: column -> value
-    return SensorDesign(tab, best, crit.value, used, sensors)
+    search = {"method": method, "budget": plan.describe(),
+              "second_order": "refitted per subset" if judge is not None else
+              ("at the all-sensor fit" if table is not None else "none (no data)"), **search}  # fmt: skip
+    return SensorDesign(tab, best, crit.value, used, sensors, search)
+
+
+def _candidates(sensors: tuple[str, ...], candidates: Sequence[str] | None) -> list[int]:
+    if candidates is None:
+        return list(range(len(sensors)))
+    unknown = [c for c in candidates if c not in sensors]
+    if unknown:
+        raise InputError(f"candidate sensor(s) {unknown[:10]} are not sensors of the model "
+                         f"({list(sensors)[:20]})")  # fmt: skip
+    return sorted({sensors.index(c) for c in candidates})
+
+
+def _cost(costs: Mapping[str, float], sensor: str) -> float:
+    if sensor not in costs:
+        raise InputError(f"no cost for candidate sensor {sensor!r}")
+    return float(costs[sensor])
+
+
+def _refitted(
+    model: Any, table: pd.DataFrame, sigma: Any, sensors: tuple[str, ...]
+) -> Callable[[list[int]], tuple[np.ndarray, np.ndarray]]:
+    """Blocks at the parameters fitted on a subset's own data (inf blocks if it fails)."""
+
+    def blocks(subset: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        try:
+            fit = fit_parameters(model, table, sensors=[sensors[k] for k in subset], sigma=sigma)
+        except InputError:
+            fit = None
+        if fit is None or not fit.identifiable:
+            nan = np.full((len(sensors), len(model.parameters), len(model.parameters)), np.nan)
+            return nan, nan
+        M, S, _, _ = sensor_blocks(model, table, parameters=fit.parameters, sigma=sigma)
+        return M, S
+
+    return blocks

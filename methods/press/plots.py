@@ -161,6 +161,44 @@ def design_figure(design: Any):
     return fig
 
 
+def design_curve_figure(design: Any):
+    """The design criterion against the number of sensors (every evaluated subset, and the
+    best of each size as a line) and, when the sensors have costs, against the total cost
+    with the Pareto front (the subsets no cheaper subset beats); the chosen subset in green."""
+    plt = _plt()
+    t = design.table[design.table["identifiable"].astype(bool)]
+    crit = design.criterion
+    with_cost = "cost" in t.columns
+    fig, axes = plt.subplots(1, 2 if with_cost else 1, figsize=(10 if with_cost else 5.5, 4),
+                             squeeze=False)  # fmt: skip
+    ax = axes[0, 0]
+    ax.plot(t["n_sensors"], t[crit], ".", color="0.7", ms=4, label="evaluated subsets")
+    best = t.loc[t.groupby("n_sensors")[crit].idxmin()] if len(t) else t
+    ax.plot(best["n_sensors"], best[crit], "o-", color="tab:blue", label="best per size")
+    ax.set_xlabel("number of sensors")
+    ax.set_ylabel(f"{crit} criterion")
+    if with_cost:
+        cax = axes[0, 1]
+        order = t.sort_values(["cost", crit], kind="stable")
+        front = order[order[crit] < order[crit].cummin().shift(fill_value=np.inf)]
+        cax.plot(t["cost"], t[crit], ".", color="0.7", ms=4, label="evaluated subsets")
+        cax.step(front["cost"], front[crit], "o-", where="post", color="tab:orange",
+                 label="Pareto front")  # fmt: skip
+        cax.set_xlabel("total cost")
+        cax.set_ylabel(f"{crit} criterion")
+    if design.best is not None:
+        for a, x in ((ax, "n_sensors"), *(((axes[0, 1], "cost"),) if with_cost else ())):
+            a.plot(design.best[x], design.best[crit], "*", color="green", ms=14, label="chosen")
+    for a in axes[0]:
+        if crit != "D":
+            a.set_yscale("log")
+        a.legend(fontsize=7)
+    method = design.search.get("method", "enumeration")
+    fig.suptitle(f"sensor design ({crit}-optimal, {method}, {design.search.get('budget', '')})")
+    fig.tight_layout()
+    return fig
+
+
 def _branches(forces: np.ndarray) -> list[tuple[np.ndarray, str]]:
     """Step indices of the loading branch (up to the first maximum) and of the unloading one
     (joined to the maximum so the drawn curve is continuous)."""

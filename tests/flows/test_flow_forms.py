@@ -109,3 +109,13 @@ def test_a_missing_validation_recording_fails_before_any_server_starts(tmp_path,
 
     code = main(["drive", "identify", "--validation-data", str(tmp_path / "nope.csv")])
     assert code == 2 and "nope.csv" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["press", "drive"])
+def test_the_form_has_the_papers_switch(name: str) -> None:
+    # `paper`: the paper's own settings one tick away (docs/methods.md §1.7, §2.6)
+    parameter, model = _settings(_schema(name))
+    prop = model["properties"]["paper"]
+    assert prop["type"] == "boolean" and prop["default"] is False
+    assert parameter["default"]["paper"] is False
+    assert "paper" in prop["description"] and "docs/methods.md §" in prop["description"]

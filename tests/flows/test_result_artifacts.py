@@ -34,7 +34,8 @@ def test_markdown_escapes_names_from_files_and_users() -> None:
 def test_json_of_the_results_keeps_its_keys() -> None:
     press = _press().to_dict()
     assert set(press) == {"data_hash", "sensors", "design", "normality", "verdicts", "warnings",
-                          "cache", "parent_run_id", "tracking", "experiment_id"}  # fmt: skip
+                          "cache", "parent_run_id", "tracking", "experiment_id",
+                          "paper", "statistic", "correction"}  # fmt: skip
     assert set(press["verdicts"][0]) == {"model", "verdict", "rejected", "n_rejections",
                                          "n_failed", "inconclusive", "min_alpha", "threshold",
                                          "parameters", "standard_errors", "run_id", "model_uri"}  # fmt: skip
@@ -43,7 +44,8 @@ def test_json_of_the_results_keeps_its_keys() -> None:
     assert set(drive.to_dict()) == {"best_structure", "best_codes", "parameters", "rss",
                                     "fitness", "generations", "run_id", "data_hash", "source",
                                     "resumed_from", "preset", "model_uri", "validation",
-                                    "validation_run_id", "experiment_id"}  # fmt: skip
+                                    "validation_run_id", "experiment_id", "paper",
+                                    "settings"}  # fmt: skip
 
 
 def test_press_flow_run_publishes_its_verdict_table(private_prefect: None) -> None:

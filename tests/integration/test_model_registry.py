@@ -215,7 +215,13 @@ def test_the_readme_use_a_model_block_runs_as_written(
     assert block is not None
     monkeypatch.chdir(root)
     namespace: dict[str, Any] = {}
-    exec(compile(block.group(1), "README.md", "exec"), namespace)
+    import mlflow
+
+    try:
+        exec(compile(block.group(1), "README.md", "exec"), namespace)
+    finally:  # the block's mlflow.set_tracking_uri is process-wide: undo it for later tests
+        mlflow.set_tracking_uri(None)  # type: ignore[arg-type]  # None: back to the variable
+        monkeypatch.setenv("MLFLOW_TRACKING_URI", registry["uri"])
     simulated = namespace["simulated"]
     assert list(simulated.columns) == ["t_s", "velocity_rad_s", "position_rad"]
     assert len(simulated) == len(namespace["recording"])

@@ -98,7 +98,10 @@ def test_press_recorder(press: dict[str, Any]) -> None:
     settings = press["study"].model_dump(mode="json")
     expected = {k: v if isinstance(v, str) else json.dumps(v) for k, v in settings.items()}
     expected = {k: v for k, v in expected.items() if settings[k] is not None}
-    assert parent.params == expected | {"design": str(press["design"].best["code"])}
+    assert parent.params == expected | {
+        "design": str(press["design"].best["code"]), "design_method": "enumeration",
+        "design_budget": "exactly 2 sensors", "design_second_order": "at the all-sensor fit",
+    }  # fmt: skip
     digest = _documented_hash(press["loaded"]["path"])
     assert parent.tags["greylab.data_hash"] == digest == press["loaded"]["hash"]
     assert parent.tags["greylab.data_source"] == press["loaded"]["source"] == "twin:seed=1,truth=M2"
@@ -109,7 +112,8 @@ def test_press_recorder(press: dict[str, Any]) -> None:
         f"normality.p.{s}": [(0, float(p))] for s, p in zip(table["sensor"], table["p_value"])
     } | {"n_models_rejected": [(0, float(sum(d.rejected for d in press["detections"].values())))]}
     assert set(parent.artifacts) == {"normality.json", "design.json", "design.csv",
-                                     "figures/design.png", "cache.json", "verdicts.csv"}  # fmt: skip
+                                     "figures/design.png", "figures/design_curve.png",
+                                     "cache.json", "verdicts.csv"}  # fmt: skip
     assert parent.artifacts["cache.json"] == {"status": "partial", "cached": ["correct"],
                                               "computed": ["normality"]}  # fmt: skip
     assert parent.artifacts["figures/design.png"].startswith(PNG)
@@ -140,7 +144,7 @@ def _check_press_child(child: RecordedRun, press: dict[str, Any], model: str, di
     assert child.params == {
         "model": model, "sensors": ",".join(press["sensors"]), "design": str(press["design"].best["code"]),
         "split": "random", "tol": "0.05", "n_tests": str(N_TESTS), "statistic": "difference",
-        "correction": "bonferroni", "seed": "0", "calibration_fraction": "0.5",
+        "correction": "bonferroni", "seed": "0", "calibration_fraction": "0.5", "paper": "false",
     }  # fmt: skip
     alpha = [v for _, v in child.metrics["alpha_min"]]
     assert [s for s, _ in child.metrics["alpha_min"]] == list(range(N_TESTS))

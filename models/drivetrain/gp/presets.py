@@ -1,4 +1,17 @@
-"""Settings presets for recordings whose units are not the paper's rotary drive.
+"""Settings presets: the seed paper's search (``paper_settings``), and recordings whose units
+are not the paper's rotary drive.
+
+The paper (Tantau et al. 2019, docs/methods.md §2.6) fixes: 6 individuals x 20 generations
+(§4), fitness ``1 / (RSS (1 + k_P d))`` with ``k_P = 2`` on the time-domain output error
+(eq. 19), roulette-wheel selection on the fitness and ``N_clone ~ B(n_P, p_clone)`` clones,
+the rest by recombination (§3.2: no elite), every individual of every generation identified
+from its inherited (or, for new nodes, random) parameters with at most 500 iterations (§4),
+initial trees of 1 up to the largest valid number of nodes (§3.1, step 2) and no tree-size
+bound beyond the construction rules. It gives no value for ``p_clone``, the mutation
+probabilities, the friction ``tanh`` gain or the optimiser's tolerances: those stay greylab's.
+Its optimiser is Matlab's ``patternsearch``; greylab's is TRF least squares with exact
+Jacobians, where an iteration costs one residual evaluation, so "500 iterations" is
+``max_nfev = 500`` from one start (the same iteration budget, not the same optimiser).
 
 EMPS (the prismatic benchmark drive, `schemas.drive.load_emps`): masses in kg, stiffnesses in
 N/m, damping and viscous friction in N s/m, forces in N, velocities in m/s. The nominal values
@@ -15,6 +28,13 @@ from dataclasses import replace
 from typing import Any
 
 from models.drivetrain.gp.settings import GPSettings, IdentificationSettings
+from models.drivetrain.submodels import MULTI_MASS, Submodel
+
+#: the paper's search size (§4: "run for 20 generations with 6 individuals")
+PAPER_POPULATION = 6
+PAPER_GENERATIONS = 20
+#: §4: "a maximum of 500 iterations is allowed for each individual of each generation"
+PAPER_MAX_NFEV = 500
 
 EMPS_NOMINALS = {
     "J1": 100.0, "J2": 50.0, "J3": 50.0, "J4": 50.0, "c1": 1e6, "c2": 1e6, "c3": 1e6,
@@ -36,3 +56,41 @@ def emps_settings(*, position_weight: float = 1.0, **overrides: Any) -> GPSettin
         identification=replace(IdentificationSettings(), position_weight=position_weight),
     )
     return replace(base, **overrides)
+
+
+def largest_structure(allowed: tuple[str, ...]) -> int:
+    """The most nodes a valid structure over ``allowed`` can have: one multi-mass node and
+    every other type once (backlash only when a ladder of two or more inertias is allowed)."""
+    kinds = {Submodel.parse(k) for k in allowed}
+    others = kinds - MULTI_MASS
+    if Submodel.BACKLASH in others and not (kinds & MULTI_MASS) - {Submodel.ONE_MASS}:
+        others.discard(Submodel.BACKLASH)
+    return 1 + len(others)
+
+
+def paper_settings(base: GPSettings | None = None, **overrides: Any) -> GPSettings:
+    """The seed paper's search (module docstring) on ``base`` (default ``GPSettings()``).
+
+    From ``base`` it keeps what describes the recording and the function set (``nominals``,
+    ``bounds``, ``f_tanh``, ``allowed``) and what the paper leaves open (``p_clone``, the
+    mutation probabilities, tolerances, JIT, the per-individual time limit); everything the
+    paper fixes is set: population 6, generations 20, ``k_p`` 2, raw roulette selection, no
+    elite, no structure cache (every individual re-identified), no duplicate/revisit
+    avoidance, no simplification move, no held-out tail, initial and maximal trees up to the
+    largest valid structure; identification with one start (the inherited parameters), up to
+    500 residual evaluations, no screening, no prefilter (time-domain RSS), no position error.
+    ``overrides`` are further ``GPSettings`` fields (e.g. another population for a study of
+    the paper's operators; the result is then no longer the paper's search)."""
+    base = base or GPSettings()
+    largest = largest_structure(base.allowed)
+    identification = replace(
+        base.identification, n_starts=1, max_nfev=PAPER_MAX_NFEV, screen_nfev=0,
+        prefilter_hz=0.0, position_weight=0.0,
+    )  # fmt: skip
+    paper = replace(
+        base, population=PAPER_POPULATION, generations=PAPER_GENERATIONS, k_p=2.0,
+        selection="roulette", n_elite=0, structure_cache=False, avoid_duplicates=False,
+        avoid_revisits=False, simplify_best=False, test_fraction=0.0, max_nodes=largest,
+        init_max_nodes=largest, identification=identification,
+    )  # fmt: skip
+    return replace(paper, **overrides)

@@ -80,9 +80,11 @@ class IdentificationSettings:
 class GPSettings:
     """Every probability and size of the search.
 
-    Paper values: population 6, generations 20, k_P = 2. The paper gives no values for
-    ``p_clone``, the mutation probabilities (each applied independently to every new
-    individual) or the tree sizes; ours (``p_clone`` 0.5, point/insertion/deletion 0.2,
+    Paper values: population 6, generations 20, k_P = 2 (all it fixes:
+    ``presets.paper_settings``, ``--paper``). The paper gives no values for ``p_clone``, the
+    mutation probabilities (each applied independently to every new individual) or a tree-size
+    bound (its initial trees grow up to the largest valid structure, 8 nodes, and only the
+    construction rules bound growth); ours (``p_clone`` 0.5, point/insertion/deletion 0.2,
     chromosome 0.05, ``max_nodes`` 6) keep offspring close to good parents: with
     ``p_chromosome`` 0.1, ``max_nodes`` 8 and weak selection most new structures were 3-8
     submodels away from the best one and the search drifted to large, expensive trees.

@@ -1,0 +1,55 @@
+"""`greylab press design` at real sensor counts (issue 15): the shipped 60-probe example with
+no measurements, a budget, branch-and-bound with its proof in the output, the figure; bad
+candidate sheets exit 2 naming the file and column."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from flows.cli import main
+
+GAUGES = Path(__file__).resolve().parents[2] / "examples" / "gauges"
+
+
+@pytest.fixture(autouse=True)
+def _in_gauges(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from models import registry
+
+    monkeypatch.setattr(registry, "_SESSION_ALLOWED", set())
+    for name in (registry.ALLOWED_ENV, "PYTHONPATH"):
+        monkeypatch.setenv(name, os.environ.get(name, ""))
+    monkeypatch.setenv("GREYLAB_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(GAUGES)
+    monkeypatch.syspath_prepend(str(GAUGES))
+
+
+def test_sixty_candidates_at_most_ten_with_a_proven_gap(tmp_path: Path, capsys) -> None:
+    figure = tmp_path / "design.png"
+    args = ["press", "design", "--model", "gauges:Frame", "--sheet", "gauges.sensors.csv",
+            "--max-sensors", "10", "--criterion", "D", "--figure", str(figure), "--json"]  # fmt: skip
+    assert main(args) == 0, capsys.readouterr().err
+    out = json.loads(capsys.readouterr().out)
+    search = out["search"]
+    assert search["method"] == "branch-and-bound" and search["proven"] and search["gap"] <= 0.01
+    assert search["budget"] == "at most 10 sensors"
+    assert out["best"]["n_sensors"] == 10 and len(out["best"]["sensors"].split(",")) == 10
+    assert out["best"]["cost"] > 0  # the sheet's cost column is carried along
+    assert figure.stat().st_size > 10_000
+    assert main(args[:-3]) == 0  # the human summary states the proof
+    human = capsys.readouterr().out
+    assert "branch-and-bound (at most 10 sensors;" in human and "% proven" in human
+
+
+def test_a_bad_candidate_sheet_is_exit_2(tmp_path: Path, capsys) -> None:
+    sheet = tmp_path / "bad.csv"
+    sheet.write_text("sensor,sigma_um,cost\ncolumn_left_01,0.5,cheap\n")
+    assert main(["press", "design", "--model", "gauges:Frame", "--sheet", str(sheet)]) == 2
+    err = capsys.readouterr().err
+    assert "bad.csv" in err and "column 'cost' at row 0" in err
+    sheet.write_text("sensor,sigma_um\nnot_a_probe,0.5\n")
+    assert main(["press", "design", "--model", "gauges:Frame", "--sheet", str(sheet)]) == 2
+    assert "not sensors of the model" in capsys.readouterr().err
