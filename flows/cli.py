@@ -34,21 +34,8 @@ def build_app():  # -> typer.Typer (typer imported lazily, after the environment
     return app
 
 
-def importable_current_folder() -> None:
-    """A model file in the folder the user runs `greylab` from is importable as
-    ``file:attribute`` (as with ``python -m``), for this process and the workers it starts.
-    Appended last, so it never shadows an installed module."""
-    here = os.getcwd()
-    if here not in sys.path:
-        sys.path.append(here)
-    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if here not in paths:
-        os.environ["PYTHONPATH"] = os.pathsep.join([*paths, here])
-
-
 def main(argv: list[str] | None = None) -> int:
     apply_environment()
-    importable_current_folder()
     from flows.server_guard import install_import_hook
 
     install_import_hook()  # temporary Prefect servers die with this process, even on SIGKILL

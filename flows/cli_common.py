@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -140,6 +141,25 @@ def parse_overrides(items: list[str] | None, option: str = "--set") -> dict[str,
                 f"{option} {clip(name, MAX_QUOTE)}: {quote(raw)} is not a number"
             ) from None
     return overrides
+
+
+def allow_typed_models(references: list[str]) -> None:
+    """The CLI user's own model references (README: trust model) join the run's allow-list,
+    and a model file in the current folder becomes importable as ``file:attribute`` (as with
+    ``python -m``), for this process and the workers it starts: only then, so no other
+    command imports from the folder it runs in. Appended last: never shadows an installed
+    module."""
+    from models.registry import BUILTIN, allow_models
+
+    allow_models(references)
+    if all(r in BUILTIN for r in references):
+        return
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.append(here)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if here not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([*paths, here])
 
 
 def split_list(value: str) -> list[str]:

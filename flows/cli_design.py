@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from flows.cli_common import emit, frame_table, split_list, stderr, stdout
+from flows.cli_common import allow_typed_models, emit, frame_table, split_list, stderr, stdout
 from methods.errors import InputError
 
 ModelOpt = Annotated[
@@ -72,10 +72,12 @@ def design(
     with a proven gap beyond; budgets exactly n, at most n, cost <= B."""
     import methods
     from flows.press_flow import choose_design_model
-    from models.registry import allow_models, resolve_model
+    from models.registry import resolve_model
 
     models = [m for item in model for m in split_list(item)]
-    allow_models(models + ([design_model] if design_model else []))
+    allow_typed_models(models + ([design_model] if design_model else []))
+    if figure is not None and not figure.parent.is_dir():
+        raise InputError(f"--figure {figure}: folder {figure.parent} does not exist")
     chosen, why = choose_design_model(models, design_model)
     table, sigma, costs = _inputs(data, sheet)
     model_object = resolve_model(chosen)

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from flows.cli_common import (
+    allow_typed_models,
     emit,
     frame_table,
     progress_bars,
@@ -100,11 +101,9 @@ def check(
 
 
 def _allow_typed_models(options: dict[str, Any]) -> None:
-    """The CLI user's own model references join the run's allow-list (README: trust model)."""
-    from models.registry import allow_models
-
+    """The models the CLI user typed: allowed and importable (`allow_typed_models`)."""
     typed = [m for item in options["models"] for m in split_list(item)]
-    allow_models(typed + ([options["design_model"]] if options.get("design_model") else []))
+    allow_typed_models(typed + ([options["design_model"]] if options.get("design_model") else []))
 
 
 @app.command()

@@ -67,7 +67,8 @@ class PressStudy(BaseModel):
     max_sensors: int | None = Field(
         None,
         ge=1,
-        description="At most this many sensors (the design may keep fewer); empty = no limit",
+        description="At most this many sensors (the design may keep fewer; the default "
+        "exact count 2 then gives way); empty = no limit",
     )
     budget: float | None = Field(
         None,
@@ -148,6 +149,21 @@ class PressStudy(BaseModel):
     @classmethod
     def _experiment(cls, value: str) -> str:
         return validate_experiment_name(value)
+
+    @model_validator(mode="after")
+    def _at_most(self) -> PressStudy:
+        """`max_sensors` with the default exact count (2; the form always sends every field,
+        so the default is judged by value) means "at most": the exact count is dropped; any
+        other exact count with it is refused (one count rule per design)."""
+        if self.max_sensors is None or self.n_sensors is None:
+            return self
+        if self.n_sensors != 2:
+            raise ValueError(
+                f"max_sensors (--max-sensors) {self.max_sensors} and n_sensors (--sensors) "
+                f"{self.n_sensors}: give one count rule (--sensors all with --max-sensors)"
+            )
+        self.n_sensors = None
+        return self
 
     @model_validator(mode="after")
     def _paper(self) -> PressStudy:

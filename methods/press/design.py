@@ -214,6 +214,8 @@ def sensor_design(
     cost = None if costs is None else np.array([_cost(costs, sensors[k]) for k in keep])
     cost = check_costs(cost, plan, len(keep))
     sizes = plan.sizes(len(keep))
+    if candidates is not None:
+        sigma = _complete_sigma(model, table, sigma)
     M, S, scale, used = sensor_blocks(model, table, parameters=parameters, sigma=sigma)
     if subset_count(len(keep), sizes) <= ENUMERATION_LIMIT:
         subsets = enumerate_subsets(len(keep), sizes, cost, budget)
@@ -255,6 +257,24 @@ def sensor_design(
     return SensorDesign(tab, best, crit.value, used, sensors, search)
 
 
+def _complete_sigma(model: Any, table: pd.DataFrame | None, sigma: Any) -> Any:
+    """A candidate sheet may list only some sensors: the others get the repeats' estimate
+    (with data) or the model's nominal sigma, else 1 (without data they are never chosen)."""
+    if sigma is None or isinstance(sigma, pd.DataFrame):
+        return sigma
+    missing = [s for s in model.sensors if s not in sigma]
+    if not missing:
+        return sigma
+    if table is not None:
+        data, _ = model_data(model, table, None)
+        from methods.press.data import sigma_from_repeats
+
+        known = dict(zip(data.sensors, sigma_from_repeats(data.z).tolist()))
+    else:
+        known = dict(getattr(model, "nominal_sigma", None) or {})
+    return {**{s: float(known.get(s, 1.0)) for s in missing}, **sigma}
+
+
 def _candidates(sensors: tuple[str, ...], candidates: Sequence[str] | None) -> list[int]:
     if candidates is None:
         return list(range(len(sensors)))
@@ -274,16 +294,17 @@ def _cost(costs: Mapping[str, float], sensor: str) -> float:
 def _refitted(
     model: Any, table: pd.DataFrame, sigma: Any, sensors: tuple[str, ...]
 ) -> Callable[[list[int]], tuple[np.ndarray, np.ndarray]]:
-    """Blocks at the parameters fitted on a subset's own data (inf blocks if it fails)."""
+    """Blocks at the parameters fitted on a subset's own data (zero blocks, i.e. not
+    identifiable, when the subset cannot be fitted on its own)."""
 
     def blocks(subset: list[int]) -> tuple[np.ndarray, np.ndarray]:
         try:
             fit = fit_parameters(model, table, sensors=[sensors[k] for k in subset], sigma=sigma)
         except InputError:
             fit = None
-        if fit is None or not fit.identifiable:
-            nan = np.full((len(sensors), len(model.parameters), len(model.parameters)), np.nan)
-            return nan, nan
+        if fit is None or not fit.identifiable:  # no information: judged not identifiable
+            zero = np.zeros((len(sensors), len(model.parameters), len(model.parameters)))
+            return zero, zero
         M, S, _, _ = sensor_blocks(model, table, parameters=fit.parameters, sigma=sigma)
         return M, S
 

@@ -34,6 +34,11 @@ class Budget:
     cost: float | None = None
 
     def sizes(self, n_s: int) -> list[int]:
+        if self.exactly is not None and self.at_most is not None:
+            raise InputError(
+                f"give either exactly {self.exactly} sensors or at most {self.at_most}, not "
+                "both (CLI: --sensors all with --max-sensors)"
+            )
         if self.exactly is not None:
             if not 1 <= self.exactly <= n_s:
                 raise InputError(

@@ -53,3 +53,20 @@ def test_a_bad_candidate_sheet_is_exit_2(tmp_path: Path, capsys) -> None:
     sheet.write_text("sensor,sigma_um\nnot_a_probe,0.5\n")
     assert main(["press", "design", "--model", "gauges:Frame", "--sheet", str(sheet)]) == 2
     assert "not sensors of the model" in capsys.readouterr().err
+
+
+def test_a_missing_figure_folder_is_exit_2_before_the_search(tmp_path: Path, capsys) -> None:
+    args = ["press", "design", "--model", "gauges:Frame", "--sheet", "gauges.sensors.csv",
+            "--sensors", "4", "--figure", str(tmp_path / "no" / "such" / "d.png")]  # fmt: skip
+    assert main(args) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_commands_without_plugins_do_not_import_from_their_folder(capsys) -> None:
+    import sys
+
+    before = list(sys.path)
+    main(["press", "design", "--help"])
+    main(["compare", "--study", "press"])
+    capsys.readouterr()
+    assert sys.path == before and str(GAUGES) not in os.environ.get("PYTHONPATH", "").split(":")

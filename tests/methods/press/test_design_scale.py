@@ -116,3 +116,43 @@ def test_budget_requests_that_cannot_work_are_refused() -> None:
     with pytest.raises(InputError, match="no sensor subset fits the budget"):
         sensor_design(FRAME, None, n_sensors=None, sigma=SIGMA, candidates=FIRST_16[:3],
                       costs=dict.fromkeys(FIRST_16[:3], 5.0), budget=1.0)  # fmt: skip
+
+
+def test_refit_judges_a_subset_that_cannot_be_fitted_alone_as_not_identifiable(
+    tmp_path: Path,
+) -> None:
+    """The worked example's stiffening spring: three parameters, and one probe alone cannot
+    be fitted; refitting per subset must mark those subsets, not fail."""
+    import pandas as pd
+
+    sys.path.insert(0, str(ROOT / "examples" / "spring"))
+    from make_table import main as make_table
+    from spring import StiffeningSpring
+
+    make_table(tmp_path)
+    table = methods.correct_to_setpoints(pd.read_csv(tmp_path / "spring.csv"))
+    sigma = {"tip": 0.05, "lever": 0.05}
+    d = sensor_design(StiffeningSpring(), table, n_sensors=None, sigma=sigma, refit=True)
+    rows = d.table.set_index("code")
+    assert not rows.loc["10", "identifiable"] and not rows.loc["01", "identifiable"]
+    assert bool(rows.loc["11", "identifiable"]) and d.best["code"] == "11"
+
+
+def test_a_sheet_may_list_only_the_candidates() -> None:
+    """Without data the other sensors' sigma is irrelevant (never chosen): a 10-row sheet
+    designs among those 10."""
+    ten = dict(list(SIGMA.items())[:10])
+    d = sensor_design(FRAME, None, n_sensors=4, sigma=ten, candidates=list(ten))
+    assert set(d.best_sensors) <= set(ten) and len(d.best_sensors) == 4
+
+
+def test_one_count_rule_per_design() -> None:
+    from pydantic import ValidationError
+
+    from flows.press_settings import PressStudy
+
+    with pytest.raises(InputError, match="give either exactly 5 sensors or at most 3"):
+        sensor_design(FRAME, None, n_sensors=5, max_sensors=3, sigma=SIGMA, candidates=FIRST_16)
+    assert PressStudy(max_sensors=10).n_sensors is None  # the default count gives way
+    with pytest.raises(ValidationError, match="give one count rule"):
+        PressStudy(max_sensors=10, n_sensors=3)
