@@ -166,6 +166,17 @@ def split_list(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
+def split_lists(values: str | list[str] | tuple[str, ...]) -> list[str]:
+    """A repeatable option whose values may be comma-separated, as one flat list."""
+    return [v for item in ([values] if isinstance(values, str) else values)
+            for v in split_list(item)]  # fmt: skip
+
+
+def means_all(text: object) -> bool:
+    """``all`` or ``0``: the command line's word for "no limit" (an empty form field)."""
+    return str(text).strip().lower() in {"0", "all"}
+
+
 def write_table(frame: Any, out: Path) -> Path:
     """A table to .parquet or .csv by the file name's suffix, atomically (a reader never
     sees half a file; an existing file is replaced only by a complete one)."""

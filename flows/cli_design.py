@@ -9,7 +9,15 @@ from typing import Annotated, Any
 
 import typer
 
-from flows.cli_common import allow_typed_models, emit, frame_table, split_list, stderr, stdout
+from flows.cli_common import (
+    allow_typed_models,
+    emit,
+    frame_table,
+    means_all,
+    split_lists,
+    stderr,
+    stdout,
+)
 from methods.errors import InputError
 
 ModelOpt = Annotated[
@@ -74,7 +82,7 @@ def design(
     from flows.press_flow import choose_design_model
     from models.registry import resolve_model
 
-    models = [m for item in model for m in split_list(item)]
+    models = split_lists(model)
     allow_typed_models(models + ([design_model] if design_model else []))
     if figure is not None and not figure.parent.is_dir():
         raise InputError(f"--figure {figure}: folder {figure.parent} does not exist")
@@ -117,7 +125,7 @@ def _inputs(
 
 def _sensor_count(text: str) -> int | None:
     """``--sensors``: a positive number, or ``all`` / ``0`` for any number."""
-    if text.strip().lower() in {"all", "0"}:
+    if means_all(text):
         return None
     try:
         return int(text)

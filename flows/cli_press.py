@@ -12,7 +12,7 @@ from flows.cli_common import (
     emit,
     frame_table,
     progress_bars,
-    split_list,
+    split_lists,
     stderr,
     stdout,
     table,
@@ -102,7 +102,7 @@ def check(
 
 def _allow_typed_models(options: dict[str, Any]) -> None:
     """The models the CLI user typed: allowed and importable (`allow_typed_models`)."""
-    typed = [m for item in options["models"] for m in split_list(item)]
+    typed = split_lists(options["models"])
     allow_typed_models(typed + ([options["design_model"]] if options.get("design_model") else []))
 
 

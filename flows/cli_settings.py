@@ -28,7 +28,7 @@ import typer
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
-from flows.cli_common import parse_overrides, split_list
+from flows.cli_common import means_all, parse_overrides, split_lists
 from methods.errors import InputError
 
 
@@ -141,11 +141,10 @@ def settings_from_cli(model: type[BaseModel], values: dict[str, Any]) -> Any:
         if cli.path and value is not None:
             value = str(Path(value).resolve())
         elif origin is list:
-            value = [v for item in ([value] if isinstance(value, str) else value)
-                     for v in split_list(item)]  # fmt: skip
+            value = split_lists(value)
         elif origin is dict:
             value = parse_overrides(value, option=option_name(name, field))
-        elif cli.zero_is_none and str(value).strip().lower() in {"0", "all"}:
+        elif cli.zero_is_none and means_all(value):
             value = None
         kwargs[name] = value
     try:

@@ -29,7 +29,6 @@ node. Gap: ``(UB - LB)/UB`` for A and E; ``exp(UB - LB) - 1`` for D (relative ga
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 import json
 import time
@@ -38,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from methods.blas import single_threaded_blas
 from methods.errors import InputError
 from methods.press.bnb_greedy import Incumbents
 from methods.press.bnb_relax import Cuts, Objective, Rows, knapsack_min, relax_e, relax_smooth
@@ -121,7 +121,7 @@ def branch_and_bound(
     root = rows.reduce(-np.ones(n_c, dtype=int))
     if root is None:
         raise InputError(f"no subset of the {n_c} candidates has {what}")
-    with _single_threaded_blas():
+    with single_threaded_blas():
         search = _Search(0.5 * (F + F.transpose(0, 2, 1)), base, criterion, rows, gap_tol)
         if cost is not None and search.rank_cap(root) < n_p:
             raise InputError(f"no subset with {what} identifies the {n_p} parameters (rank)")
@@ -138,16 +138,6 @@ def branch_and_bound(
         None if cost is None else float(rows.rhs[-1]),
         None if n_select is None else int(n_select), bool(at_most),
     )  # fmt: skip
-
-
-def _single_threaded_blas():
-    """One BLAS thread (``threadpoolctl`` if installed): SLSQP's small dense factorisations
-    took 30 ms per iteration with OpenBLAS' pool on a loaded 2-core machine, 1 ms with one."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - optional
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=1)
 
 
 def _constraints(n_c: int, n_select, costs, budget, at_most: bool):

@@ -28,6 +28,7 @@ from methods.press.design_search import (
     ENUMERATION_LIMIT,
     Budget,
     check_costs,
+    check_search_limits,
     enumerate_subsets,
     search_subsets,
     subset_count,
@@ -209,6 +210,7 @@ def sensor_design(
     crit = parse_enum(Criterion, criterion, "criterion")
     sensors = tuple(model.sensors)
     n_s = len(sensors)
+    check_search_limits(gap_tol, time_limit)
     plan = Budget(exactly=n_sensors, at_most=max_sensors, cost=budget)
     keep = _candidates(sensors, candidates)
     cost = None if costs is None else np.array([_cost(costs, sensors[k]) for k in keep])

@@ -78,6 +78,13 @@ def check_costs(costs: np.ndarray | None, budget: Budget, n_s: int) -> np.ndarra
     return c
 
 
+def check_search_limits(gap_tol: float, time_limit: float) -> None:
+    if not 0 < gap_tol < 1:  # NaN fails too
+        raise InputError(f"gap_tol (--gap) must lie in (0, 1), got {gap_tol}")
+    if not 0 < time_limit < float("inf"):
+        raise InputError(f"time_limit (--time-limit) must be positive seconds, got {time_limit}")
+
+
 def enumerate_subsets(
     n_s: int, sizes: Sequence[int], costs: np.ndarray | None, max_cost: float | None
 ) -> list[tuple[int, ...]]:

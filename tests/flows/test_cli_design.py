@@ -70,3 +70,25 @@ def test_commands_without_plugins_do_not_import_from_their_folder(capsys) -> Non
     main(["compare", "--study", "press"])
     capsys.readouterr()
     assert sys.path == before and str(GAUGES) not in os.environ.get("PYTHONPATH", "").split(":")
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--budget", "-1", "cost budget must be a positive number"),
+        ("--budget", "nan", "cost budget must be a positive number"),
+        ("--max-sensors", "0", "at most 0 sensors"),
+        ("--gap", "-1", "gap_tol (--gap) must lie in (0, 1)"),
+        ("--gap", "nan", "gap_tol (--gap) must lie in (0, 1)"),
+        ("--time-limit", "-5", "time_limit (--time-limit) must be positive"),
+        ("--time-limit", "inf", "time_limit (--time-limit) must be positive"),
+        ("--sensors", "1e9", "--sensors: expected a number or 'all'"),
+    ],
+)
+def test_hostile_design_numbers_are_exit_2(option: str, value: str, message: str, capsys) -> None:
+    args = ["press", "design", "--model", "gauges:Frame", "--sheet", "gauges.sensors.csv",
+            "--sensors", "4", option, value]  # fmt: skip
+    if option in ("--max-sensors", "--budget"):
+        args[args.index("--sensors") + 1] = "all"
+    assert main(args) == 2
+    assert message in capsys.readouterr().err

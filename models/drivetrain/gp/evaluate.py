@@ -32,7 +32,6 @@ objects): workers compile simulators themselves and cache them per process.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import time
@@ -42,6 +41,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
+from methods.blas import single_threaded_blas
 from models.drivetrain.gp.settings import GPSettings, IdentificationSettings
 from models.drivetrain.simulate import CompiledSimulator, get_simulator
 from models.drivetrain.submodels import canonical
@@ -135,20 +135,6 @@ def spec_seed(spec: IndividualSpec, seed: int) -> int:
 def split_index(n: int, test_fraction: float) -> int:
     """Number of head samples used for identification."""
     return n if test_fraction <= 0 else max(2, round(n * (1.0 - test_fraction)))
-
-
-def single_threaded_blas():
-    """Context limiting BLAS/OpenMP pools to one thread (``threadpoolctl`` if installed).
-
-    The least-squares steps factor small dense matrices (an SVD of N x n_p per iteration);
-    with OpenBLAS' default thread pool on a loaded 2-core machine, two worker processes
-    oversubscribe the cores and one SVD of 2001 x 13 took 85 ms instead of ~1 ms; a screening
-    identification of {4,9,10,11} went from 3.3 s to 0.9 s with one thread."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - optional
-        return contextlib.nullcontext()
-    return threadpool_limits(limits=1)
 
 
 def integral(a: np.ndarray, dt: float) -> np.ndarray:
