@@ -26,7 +26,7 @@ from flows.cli_validate import (
     metrics_table,
     run_validation,
 )
-from flows.drive_settings import DriveSearch
+from flows.drive_settings import DrivePreset, DriveSearch, recording_scales
 from methods.errors import InputError
 from tasks.study_results import DriveResult
 
@@ -94,7 +94,9 @@ def identify(
         else:
             from schemas.drive import load_drive_recording
 
-            load_drive_recording(data)
+            frame = load_drive_recording(data)
+            if given == study.data and study.resolved_preset() is DrivePreset.data:
+                recording_scales(frame)
     with progress_bars(enabled=not as_json):
         result = run_drive_search(study, runner=runner)
     emit(result.to_dict(), as_json=as_json, human=lambda: print_drive_result(result))
@@ -145,6 +147,12 @@ def print_drive_result(result: DriveResult) -> None:
             f"{s.get('generations')} generations, {s.get('selection')} selection, no elite, "
             f"every individual re-identified (up to {ident.get('max_nfev')} evaluations, "
             f"{ident.get('n_starts')} start), time-domain RSS"
+        )
+    if result.scales:
+        values = ", ".join(f"{k} {v:.4g}" for k, v in result.scales["values"].items())
+        stdout.print(
+            f"centred on the recording's own scales (rigid-body fit, R^2 "
+            f"{result.scales['r2']:.3f}): {values}"
         )
     rows = [[k, v] for k, v in result.parameters.items()]
     stdout.print(table("Identified parameters", ["parameter", "value"], rows))

@@ -12,11 +12,12 @@ import pandas as pd
 from prefect import flow
 
 from flows.artifacts import finish, flow_run_tags
-from flows.drive_settings import DriveSearch
+from flows.drive_settings import DrivePreset, DriveSearch, recording_scales
 from flows.progress import Progress
 from flows.runners import RunnerKind, run_flow
 from models.drivetrain.gp import RecordingFile, StructureSearch
 from models.drivetrain.product import DriveModel
+from models.drivetrain.scales import Scales
 from tasks import drive as drive_tasks
 from tasks.cache import code_fingerprint
 from tasks.drive_records import DriveRecorder
@@ -67,8 +68,12 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
         recorder.generation(g, best)
         progress.advance()
 
+    recording = pd.read_parquet(loaded["path"])
     preset = study.resolved_preset()
-    settings = study.search_settings(preset)  # with `paper`: the paper's search
+    scales = _scales(recording, recorder) if preset is DrivePreset.data else None
+    settings = study.search_settings(  # with `paper`: the paper's search
+        preset, scales=scales, position="position_rad" in recording
+    )
     batch_size = study.batch_size or max(1, -(-study.population // study.workers))
     recorder.run.params({"preset": preset.value, "batch_size": batch_size})
     search = StructureSearch(
@@ -84,7 +89,6 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
     )
     recorder.search_settings(search.settings)  # gp.*: every setting the search runs with
     search.fit(RecordingFile(loaded["path"], loaded["hash"]))
-    recording = pd.read_parquet(loaded["path"])
     recorder.result(search, recording)
     campaign = study.campaign or loaded["hash"][:12]
     units = "prismatic" if loaded["source"].startswith("emps:") else "rotary"
@@ -108,10 +112,20 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
         "generations": study.generations,
         "resumed_from": search.resumed_from_,
         "preset": preset.value,
+        "scales": scales.to_dict() if scales else None,
         "paper": study.paper,
         "settings": search.settings.to_dict(),
         "history": tuple(search.history_.to_dict("records")),
     }
+
+
+def _scales(recording: pd.DataFrame, recorder: DriveRecorder) -> Scales:
+    """The recording's own scales, printed and logged as `scales.*` params before the search
+    centres its nominals and bounds on them."""
+    scales = recording_scales(recording)
+    print(scales.summary())
+    recorder.scales(scales)
+    return scales
 
 
 def _validate(

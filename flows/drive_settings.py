@@ -8,17 +8,21 @@ from dataclasses import replace
 from enum import StrEnum
 from typing import Annotated
 
+import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from flows.cli_settings import Cli, explained
+from methods.errors import InputError
 from models.drivetrain import REFERENCE_STRUCTURE
 from models.drivetrain.gp.presets import (
     PAPER_GENERATIONS,
     PAPER_POPULATION,
+    data_settings,
     emps_settings,
     paper_settings,
 )
 from models.drivetrain.gp.settings import GPSettings
+from models.drivetrain.scales import Scales, estimate_scales
 from tasks import limits
 from tasks.recorder import validate_experiment_name
 
@@ -26,9 +30,11 @@ _CAMPAIGN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 class DrivePreset(StrEnum):
-    """`reference`: the paper's rotary drive units; `emps`: the prismatic EMPS drive
-    (`models.drivetrain.gp.presets`)."""
+    """`data`: nominals, bounds and friction gain from the recording's own scales
+    (`models.drivetrain.scales`); `reference`: the paper's rotary drive units; `emps`: the
+    prismatic EMPS drive, tuned by hand (`models.drivetrain.gp.presets`)."""
 
+    data = "data"
     reference = "reference"
     emps = "emps"
 
@@ -58,7 +64,8 @@ class DriveSearch(BaseModel):
     preset: DrivePreset | None = Field(
         None,
         description=explained(
-            "Settings preset; empty = emps for a .mat file, else the paper's", DrivePreset
+            "Settings preset; empty = data for a given recording, reference for the simulated one",
+            DrivePreset,
         ),
     )
     paper: bool = Field(
@@ -75,7 +82,8 @@ class DriveSearch(BaseModel):
     test_fraction: float = Field(0.0, ge=0, lt=0.9, description="Held-out tail for fitness")
     nominals: Annotated[dict[str, float], Cli(name="nominal")] = Field(
         {},
-        description="Parameter nominals, name=value (CLI: repeat the option); bounds 50..200 %",
+        description="Parameter nominals, name=value (CLI: repeat the option); they replace "
+        "the preset's values and bounds (bounds 50..200 %, gravity +-2|value|)",
     )
     batch_size: int = Field(0, ge=0, description="Individuals per task; 0 = spread over workers")
     workers: int = Field(2, ge=1, description="Parallel workers")
@@ -146,24 +154,49 @@ class DriveSearch(BaseModel):
         return self
 
     def resolved_preset(self) -> DrivePreset:
-        """`preset`, or when empty: emps for a .mat file, else the reference drive's."""
+        """`preset`, or when empty: `data` for a given recording (its own scales), the
+        reference drive's for the simulated reference."""
         if self.preset is not None:
             return self.preset
-        return (
-            DrivePreset.emps
-            if (self.data or "").lower().endswith(".mat")
-            else DrivePreset.reference
-        )
+        return DrivePreset.data if self.data else DrivePreset.reference
 
-    def search_settings(self, preset: DrivePreset | None = None) -> GPSettings:
+    def search_settings(
+        self,
+        preset: DrivePreset | None = None,
+        *,
+        scales: Scales | None = None,
+        position: bool = False,
+    ) -> GPSettings:
         """The GP settings the search runs with (default preset: `resolved_preset`): the
-        preset's units, with `paper` the paper's search on them
-        (`models.drivetrain.gp.presets.paper_settings`), then the study's nominals,
-        population, generations and test fraction."""
+        preset's units (`data`: from ``scales``, with the position error when the recording
+        has a ``position``), with `paper` the paper's search on them
+        (`models.drivetrain.gp.presets.paper_settings`), then the study's nominals (each
+        replaces the preset's value and bounds), population, generations and test fraction."""
         preset = preset or self.resolved_preset()
-        base = emps_settings() if preset is DrivePreset.emps else GPSettings()
+        if preset is DrivePreset.data:
+            if scales is None:
+                raise ValueError("the data preset needs the recording's scales")
+            base = data_settings(scales, position=position)
+        else:
+            base = emps_settings() if preset is DrivePreset.emps else GPSettings()
         if self.paper:
             base = paper_settings(base)
         nominals = tuple(sorted({**dict(base.nominals), **self.nominals}.items()))
+        bounds = tuple((k, v) for k, v in base.bounds if k not in self.nominals)
         return replace(base, population=self.population, generations=self.generations,
-                       test_fraction=self.test_fraction, nominals=nominals)  # fmt: skip
+                       test_fraction=self.test_fraction, nominals=nominals,
+                       bounds=bounds)  # fmt: skip
+
+
+def recording_scales(recording: pd.DataFrame) -> Scales:
+    """The recording's own scales for the `data` preset (`models.drivetrain.scales`), checked
+    to give nominals; the error names the way out (a preset or typed nominals)."""
+    try:
+        scales = estimate_scales(recording)
+        scales.nominals()
+    except InputError as exc:
+        raise InputError(
+            f"{exc}; name the parameters' magnitudes instead (--preset reference|emps, "
+            f"--nominal NAME=VALUE)"
+        ) from None
+    return scales

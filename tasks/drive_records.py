@@ -2,7 +2,9 @@
 
 Params: the study settings (with `paper`: the values the paper's search used), the data
 source, and `gp.<name>` / `gp.identification.<name>`: every GP setting the search runs with
-(`models.drivetrain.gp.GPSettings`, after the preset, the paper switch and the study's values).
+(`models.drivetrain.gp.GPSettings`, after the preset, the paper switch and the study's values);
+with the `data` preset `scales.<name>`, `scales.r2`, `scales.cutoff_hz` (the recording's own
+scales, `models.drivetrain.scales`).
 Per generation (stepped metrics, live while the search runs): `best_fitness`, `best_rss` of
 the best individual found so far. At the end:
 `param.<name>` for the identified parameters, `n_evaluations`, `best_structure` as tag and param,
@@ -31,6 +33,13 @@ class DriveRecorder(Recorder):
         identification = values.pop("identification")
         self.run.params({f"gp.{k}": v for k, v in values.items()}
                         | {f"gp.identification.{k}": v for k, v in identification.items()})  # fmt: skip
+
+    def scales(self, scales: Any) -> None:
+        """`scales.<name>` (total inertia, friction, offset from the rigid-body fit),
+        `scales.r2` and `scales.cutoff_hz`: what the `data` preset centred the search on."""
+        self.run.params({f"scales.{k}": f"{v:.6g}" for k, v in scales.values.items()}
+                        | {"scales.r2": f"{scales.r2:.4f}",
+                           "scales.cutoff_hz": f"{scales.cutoff_hz:.4g}"})  # fmt: skip
 
     def generation(self, g: int, best: Any) -> None:
         self.run.metrics({"best_fitness": float(best.fitness), "best_rss": float(best.rss)}, step=g)

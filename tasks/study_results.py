@@ -172,6 +172,8 @@ class DriveResult:
     paper: bool = False  # the seed paper's search (`--paper`)
     #: every GP setting the search ran with (`GPSettings.to_dict()`)
     settings: dict[str, Any] = field(default_factory=dict)
+    #: with the `data` preset: the recording's scales (`models.drivetrain.scales.Scales`)
+    scales: dict[str, Any] | None = None
 
     def _link(self, run_id: Any) -> Any:
         return run_ref(run_id, self.experiment_id)

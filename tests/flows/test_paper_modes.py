@@ -26,7 +26,8 @@ def test_drive_paper_runs_the_papers_search_on_the_presets_units() -> None:
     study = DriveSearch(paper=True)
     assert (study.population, study.generations) == (6, 20)  # §4 of the paper
     assert study.search_settings() == paper_settings()  # the preset: tests/models/.../gp_paper
-    emps = DriveSearch(paper=True, data="/lab/DATA_EMPS.mat")
+    assert DriveSearch(data="/lab/DATA_EMPS.mat").resolved_preset() is DrivePreset.data
+    emps = DriveSearch(paper=True, data="/lab/DATA_EMPS.mat", preset=DrivePreset.emps)
     assert emps.resolved_preset() is DrivePreset.emps
     assert emps.search_settings() == paper_settings(emps_settings())
     nominal = DriveSearch(paper=True, nominals={"J1": 0.02}).search_settings()
@@ -123,7 +124,9 @@ def test_drive_run_records_the_papers_settings_as_used(
     monkeypatch.setattr(drive_settings, "PAPER_GENERATIONS", 1)
     data = tmp_path / "ref.csv"
     reference_recording(["one_mass", "viscous", "coulomb"], duration=0.3).to_csv(data, index=False)
-    study = DriveSearch(paper=True, data=str(data), register_model=False, workers=1)
+    study = DriveSearch(
+        paper=True, data=str(data), preset=DrivePreset.reference, register_model=False, workers=1
+    )
     result = run_drive_search(study, runner="thread")
     used = study.search_settings()
     assert (used.population, used.generations, used.selection) == (2, 1, "roulette")
@@ -172,7 +175,9 @@ def test_a_paper_search_runs_the_papers_six_by_twenty(
 
     data = tmp_path / "ref.csv"  # a short record keeps the 120 identifications cheap
     reference_recording(["one_mass", "viscous", "coulomb"], duration=0.3).to_csv(data, index=False)
-    study = DriveSearch(paper=True, data=str(data), register_model=False)
+    study = DriveSearch(
+        paper=True, data=str(data), preset=DrivePreset.reference, register_model=False
+    )
     result = run_drive_search(study, runner="thread")
     assert result.settings == paper_settings().to_dict() and result.generations == 20
     assert [h["generation"] for h in result.history] == list(range(20))

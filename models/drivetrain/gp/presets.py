@@ -28,6 +28,7 @@ from dataclasses import replace
 from typing import Any
 
 from models.drivetrain.gp.settings import GPSettings, IdentificationSettings
+from models.drivetrain.scales import Scales
 from models.drivetrain.submodels import MULTI_MASS, Submodel
 
 #: the paper's search size (§4: "run for 20 generations with 6 individuals")
@@ -54,6 +55,22 @@ def emps_settings(*, position_weight: float = 1.0, **overrides: Any) -> GPSettin
         bounds=EMPS_BOUNDS,  # type: ignore[arg-type]
         f_tanh=EMPS_F_TANH,
         identification=replace(IdentificationSettings(), position_weight=position_weight),
+    )
+    return replace(base, **overrides)
+
+
+def data_settings(scales: Scales, *, position: bool, **overrides: Any) -> GPSettings:
+    """GP settings centred on a recording's own scales (`models.drivetrain.scales`): its
+    nominals, bounds and friction tanh gain; with a measured ``position`` the fit also matches
+    it (``position_weight = 1``, as the EMPS preset: the position drift pins the offset).
+    ``overrides`` are further `GPSettings` fields."""
+    nominals, bounds, f_tanh = scales.nominals()
+    identification = replace(IdentificationSettings(), position_weight=1.0 if position else 0.0)
+    base = GPSettings(
+        nominals=nominals,  # type: ignore[arg-type]  # normalised to sorted tuples
+        bounds=bounds,  # type: ignore[arg-type]
+        f_tanh=f_tanh,
+        identification=identification,
     )
     return replace(base, **overrides)
 

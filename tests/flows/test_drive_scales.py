@@ -1,0 +1,75 @@
+"""A recording nobody tuned for (issue 13): with no preset and no nominals the drive search
+centres its boxes on the recording's own scales, says so (printed, MLflow `scales.*`, the
+result's `scales`), and `--nominal` or a preset still override."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from flows.cli import main
+from flows.drive_settings import DrivePreset, DriveSearch
+from models.drivetrain import reference_recording
+from models.drivetrain.gp.presets import data_settings, emps_settings
+from models.drivetrain.scales import estimate_scales
+
+RIGID = ["one_mass", "coulomb", "viscous"]
+
+
+def test_a_given_recording_uses_its_own_scales_and_nominals_override() -> None:
+    scales = estimate_scales(reference_recording(RIGID))
+    study = DriveSearch(data="/lab/rec.csv")
+    assert study.resolved_preset() is DrivePreset.data
+    assert DriveSearch().resolved_preset() is DrivePreset.reference  # the simulated reference
+    gp = study.search_settings(scales=scales, position=True)
+    base = data_settings(scales, position=True)
+    assert (gp.nominals, gp.bounds, gp.f_tanh) == (base.nominals, base.bounds, base.f_tanh)
+    assert gp.identification.position_weight == 1.0
+    # a typed nominal replaces the value and the box (50..200 % of it)
+    typed = DriveSearch(data="/lab/rec.csv", nominals={"J1": 0.5}).search_settings(scales=scales)
+    (j1,) = (s for s in typed.specs("one_mass") if s.name == "J1")
+    assert (j1.nominal, j1.lower, j1.upper) == (0.5, 0.25, 1.0)
+    # a named preset wins over the data
+    emps = DriveSearch(data="/lab/rec.csv", preset=DrivePreset.emps).search_settings()
+    assert emps.nominals == emps_settings().nominals
+    with pytest.raises(ValueError, match="scales"):
+        study.search_settings()
+
+
+@pytest.mark.slow
+def test_the_run_logs_prints_and_returns_the_scales(
+    private_prefect: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from flows.cli_drive import print_drive_result
+    from flows.drive_flow import run_drive_search
+    from tasks.settings import load_settings
+    from tasks.tracking import Tracker
+
+    data = tmp_path / "rec.csv"
+    reference_recording(RIGID, duration=1.2).to_csv(data, index=False)
+    study = DriveSearch(data=str(data), population=2, generations=1, workers=1,
+                        register_model=False)  # fmt: skip
+    result = run_drive_search(study, runner="thread")
+    assert result.preset == "data" and result.scales is not None
+    assert result.scales["values"]["J"] == pytest.approx(0.01, rel=0.05)  # the true J1
+    params = Tracker(load_settings()).client.get_run(result.run_id).data.params
+    assert params["preset"] == "data"
+    assert float(params["scales.J"]) == pytest.approx(result.scales["values"]["J"], rel=1e-5)
+    assert result.to_dict()["scales"]["r2"] > 0.99
+    capsys.readouterr()
+    print_drive_result(result)
+    assert "centred on the recording's own scales" in capsys.readouterr().out
+
+
+def test_a_recording_that_moves_one_way_names_the_way_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GREYLAB_HOME", str(tmp_path / "home"))
+    data = tmp_path / "oneway.csv"
+    reference_recording(RIGID, duration=0.3).to_csv(data, index=False)
+    code = main(["drive", "identify", "--data", str(data), "--population", "2",
+                 "--generations", "1", "--no-register-model"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "motion in both directions" in err and "--nominal" in err
