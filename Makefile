@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install demo test test-fast check format bench clean browser
+.PHONY: install demo test test-fast check format bench clean browser tcc
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -28,8 +28,14 @@ browser:
 	@command -v chromium >/dev/null || { apt-get update -q && apt-get install -y -q chromium; } \
 		|| { echo "make browser: install Debian's chromium (apt-get install chromium)"; exit 1; }
 
+## tcc: the Tiny C Compiler, optional: drive searches compile their simulators 2-5x faster
+## with it (models/drivetrain/jit.py); without it they use cc
+tcc:
+	@command -v tcc >/dev/null || { apt-get update -q && apt-get install -y -q tcc; } \
+		|| echo "make tcc: optional, not installed (apt-get install tcc); drive searches use cc"
+
 ## test: checks, then every test (fast, slow, integration and browser)
-test: check browser
+test: check browser tcc
 	$(BIN)/pytest -m "" -p no:cacheprovider
 
 ## test-fast: the quick loop while developing
