@@ -17,9 +17,14 @@ squares about the mean, so ``w = 1`` weighs relative position and velocity error
 RSS includes it: the open-loop position drift pins the mean force balance (the offset).
 
 Two stages (beyond the paper, ``screen_nfev > 0``): every new structure is screened with
-``n_starts`` starts of at most ``screen_nfev`` residual evaluations; the search refines only
-promising ones (``IndividualSpec.refine``: one start from the screened parameters, at most
-``max_nfev``). With ``screen_nfev = 0`` every identification gets the full budget.
+``n_starts`` starts of at most ``screen_nfev`` residual evaluations on the head
+``screen_fraction`` of the identification part of the record (a simulation costs in
+proportion to its length whatever the model's stiffness), its fitness then from one
+simulation of the whole record at the screened parameters, with the weights of the whole
+identification part, so that screened and refined RSS share one yardstick; the search refines
+only promising ones (``IndividualSpec.refine``: one start from the screened parameters, at
+most ``max_nfev``, on the whole identification part). With ``screen_nfev = 0`` every
+identification gets the full budget on the whole part.
 
 Bounds on the work: ``max_nfev`` residual evaluations per start, ``n_starts`` starts (the
 remaining ones are skipped once a start reaches the floor, ``stop_at_floor``), and the wall
@@ -172,25 +177,32 @@ class _Objective:
         start: np.ndarray,
         t0: float,
     ) -> None:
+        """``sim`` simulates the first ``sim.n_samples`` samples (the residual's part: the
+        whole identification part ``n_fit``, or its head when screening); the weights
+        (``scale``, ``wq``) come from the identification part, so that RSS values of screened
+        and refined individuals share one yardstick."""
         specs = sim.model.specs
         self.sim, self.dt, self.t0, self.time_limit_s = sim, data.dt, t0, ident.time_limit_s
         self.lower = np.array([s.lower for s in specs])
         self.width = np.array([s.upper - s.lower for s in specs])
-        self.u, y, self.y0 = data.u[:n_fit], data.y[:n_fit], float(data.y[0])
+        n_res = sim.n_samples
+        self.u, self.y0 = data.u[:n_res], float(data.y[0])
         self.filt = lowpass(ident.prefilter_hz, data.dt)
         self.keep = (lambda a: a) if self.filt is None else self.filt
-        self.yf = self.keep(y)
-        self.scale = float(np.sqrt(np.sum((self.yf - self.yf.mean()) ** 2)) + 1e-300)
+        self.yf = self.keep(data.y[:n_res])
+        y_fit = self.keep(data.y[:n_fit])
+        self.scale = float(np.sqrt(np.sum((y_fit - y_fit.mean()) ** 2)) + 1e-300)
         self.q_all = data.q if ident.position_weight > 0 else None
         self.q: np.ndarray | None = None
         self.wq = 0.0
         if self.q_all is not None:
             # position residual integral(y_sim) + q[0] - q, weighted to velocity scale
-            q = self.q = self.q_all[:n_fit]
+            q_fit = self.q_all[:n_fit]
+            self.q = self.q_all[:n_res]
             self.wq = (
                 ident.position_weight
                 * self.scale
-                / float(np.sqrt(np.sum((q - q.mean()) ** 2)) + 1e-300)
+                / float(np.sqrt(np.sum((q_fit - q_fit.mean()) ** 2)) + 1e-300)
             )
         self.nfev = 0
         self.best_cost = np.inf
@@ -233,8 +245,9 @@ class _Objective:
     def held_out_rss(
         self, full: CompiledSimulator, p: np.ndarray, data: RecordingArrays, n_fit: int
     ) -> tuple[float, np.ndarray]:
-        """RSS on the held-out tail (from ``n_fit`` on) of the whole record simulated through
-        from the start with ``full`` at ``p``, and the tail's (pre-filtered) output."""
+        """RSS from sample ``n_fit`` on (the held-out tail, or with ``n_fit = 0`` the whole
+        record) of the whole record simulated through from the start with ``full`` at ``p``,
+        and that part's (pre-filtered) output."""
         filt = self.filt
         y_all = filt(data.y) if filt else data.y
         y_sim = full.simulate(p, data.u, self.y0)
@@ -244,6 +257,14 @@ class _Objective:
             resid = np.concatenate([resid, self.wq * pos[n_fit:]])
         rss = float(resid @ resid) if np.all(np.isfinite(resid)) else np.inf
         return rss, y_all[n_fit:]
+
+
+def screened_samples(n_fit: int, ident: IdentificationSettings) -> int:
+    """Samples of the screening stage's residual: the head ``screen_fraction`` of the
+    identification part (all of it without screening, ``screen_nfev = 0``)."""
+    if not ident.screen_nfev or ident.screen_fraction >= 1.0:
+        return n_fit
+    return max(10, min(n_fit, round(n_fit * ident.screen_fraction)))
 
 
 def _starts(
@@ -286,17 +307,18 @@ def _identify(
     ident = settings.identification
     kit: dict[str, Any] = settings.kit_options()
     n_fit = split_index(data.n, settings.test_fraction)
+    n_res = screened_samples(n_fit, ident) if not spec.refine else n_fit
     jit: dict[str, Any] = {"jit": ident.jit, "jit_opt": ident.jit_opt, "jit_after": ident.jit_after}
-    sim = get_simulator(spec.structure, n_fit, data.dt, **jit, **kit)
+    sim = get_simulator(spec.structure, n_res, data.dt, **jit, **kit)
     start = sim.model.values({k: v for k, v in spec.start if k in sim.model.param_names})
     objective = _Objective(sim, data, n_fit, ident, start, t0)
     starts, max_nfev = _starts(spec, ident, objective.best_z, seed)
     timed_out, message = _minimise(objective, starts, max_nfev, ident)
     p_hat = objective.parameters(objective.best_z)
     rss_train = float(objective.best_cost) * objective.scale**2
-    if n_fit < data.n:  # fitness on the held-out tail, simulated through from the start
+    if n_res < data.n:  # fitness on the held-out tail or (screened on the head) the whole
         full = get_simulator(spec.structure, data.n, data.dt, **jit, **kit)
-        rss, y_fit = objective.held_out_rss(full, p_hat, data, n_fit)
+        rss, y_fit = objective.held_out_rss(full, p_hat, data, n_fit if n_fit < data.n else 0)
     else:
         rss, y_fit = rss_train, objective.yf
     floor = FLOOR * float(np.sum((y_fit - y_fit.mean()) ** 2)) + 1e-300

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -105,10 +106,32 @@ def _sim_error(structure, parameters: dict, data) -> np.ndarray:
     return simulate(structure, data.u, data.dt, parameters, y0=y0) - data.y
 
 
+@pytest.mark.parametrize("test_fraction", [0.0, 0.3])
+def test_screening_fits_the_head_and_scores_the_fitness_part(recording, test_fraction):
+    """Screening (not refined) fits the head ``screen_fraction`` of the identification part;
+    its fitness RSS is the whole record's (or the held-out tail's) at the screened parameters,
+    as for a refined individual; refining fits the whole identification part."""
+    data = as_arrays(recording)
+    spec = IndividualSpec(("one_mass", "viscous"), (("J1", 0.01), ("f_v", 0.01)))
+    raw = IdentificationSettings(n_starts=1, max_nfev=15, screen_nfev=8, screen_fraction=0.4,
+                                 jit=False, prefilter_hz=0)  # fmt: skip
+    settings = GPSettings(**{**SMALL, "identification": raw}, test_fraction=test_fraction)
+    n_fit = round((1 - test_fraction) * data.n)
+    n_head = round(0.4 * n_fit)
+    for refine, fitted in ((False, n_head), (True, n_fit)):
+        ev = identify(replace(spec, refine=refine), data, settings)
+        err = _sim_error(spec.structure, ev.parameters, data)
+        scored = err[n_fit:] if test_fraction else err
+        assert ev.rss_train == pytest.approx(err[:fitted] @ err[:fitted], rel=1e-9)
+        assert ev.rss == pytest.approx(scored @ scored, rel=1e-9)
+        assert ev.nfev <= (8 if not refine else 15) * 2 + 2
+
+
 def test_train_test_split_uses_the_tail_for_fitness(recording):
     data = as_arrays(recording)
     spec = IndividualSpec(("one_mass", "viscous"), (("J1", 0.01), ("f_v", 0.01)))
-    raw = IdentificationSettings(n_starts=1, max_nfev=15, jit=False, prefilter_hz=0)
+    raw = IdentificationSettings(n_starts=1, max_nfev=15, jit=False, prefilter_hz=0,
+                                 screen_fraction=1.0)  # fmt: skip
     settings = GPSettings(**{**SMALL, "identification": raw}, test_fraction=0.3, k_p=3.0)
     ev = identify(spec, data, settings)
     # oracle: the identified model simulated through the whole record; head = first 70 %
