@@ -6,8 +6,7 @@ identification against a naive solve_ivp + finite-difference baseline.
     python benchmarks/drive_profile.py baseline [--stage screen|full --start-scale 1.5]
                                                 [--naive-max-nfev N --naive-timeout 600]
 
-``profile``: one ``StructureSearch(...).fit`` in this process, serial (``map_batches`` default),
-cold caches (empty ``GREYLAB_JIT_CACHE`` as ``drive_search.py``, empty in-memory simulators).
+``profile``: one ``StructureSearch(...).fit`` in this process, serial, cold caches.
 Timers monkeypatched (in this script only) around ``simulate.compile_simulator`` (of which
 ``jit.compiled_many``: C code generation + compiler), ``CompiledSimulator.simulate`` and
 ``.simulate_with_jacobian`` and ``least_squares`` as called from ``gp.evaluate``: its own
@@ -20,17 +19,16 @@ work is the same) in a subprocess with ``GREYLAB_HOME`` and the JIT cache in a t
 "orchestration" = its wall - the in-process wall (start-up: ``greylab drive identify --help``).
 
 ``baseline``: {two_mass, coulomb, viscous, stribeck} on ``reference_recording()``. greylab:
-``identify`` with ``GPSettings()`` (``--stage screen``: the default first stage, ``n_starts``
-starts of ``screen_nfev``; ``full``: ``screen_nfev = 0``), compiled first (time reported), then
-identified twice: cold = compile + the first identify (with the process's one-off costs),
-warm = the second. The recording is simulated at the nominal values (starting there is an
-exact fit after one evaluation), so the start is ``--start-scale`` x the nominals. Naive: the
-CasADi right-hand side ``Function(x, u, p)`` called pointwise from Python (not numpy code) in
-``solve_ivp`` (RK45 or LSODA, scipy's default tolerances unless ``--naive-rtol``, torque by
-linear interpolation, output dq1 at the sample times, at rest with every inertia at y[0]),
-``least_squares`` TRF, scipy's '2-point' Jacobian (``--naive-diff-step``); same box coordinates,
-starts (``evaluate._starts``), budget, tolerances, 25 Hz prefilter and floor stop. With
-``--naive-max-nfev`` below greylab's budget the target is on the per-evaluation ratio.
+``identify`` with ``GPSettings()`` (``--stage full``, the default: ``screen_nfev = 0``, the whole
+record; ``screen``: the first stage on the record's head, which the naive fit also gets),
+compiled first, then identified twice: cold = compile + the first identify, warm = the second.
+The record is simulated at the nominals (an exact start), so the start is ``--start-scale`` x
+the nominals. Naive: the CasADi right-hand side ``Function(x, u, p)`` called pointwise from
+Python in ``solve_ivp`` (RK45 or LSODA, scipy's default tolerances unless ``--naive-rtol``,
+torque by linear interpolation, output dq1 at the sample times, at rest with every inertia at
+y[0]), ``least_squares`` TRF, scipy's '2-point' Jacobian (``--naive-diff-step``); same box
+coordinates, starts (``evaluate._starts``), budget, tolerances, 25 Hz prefilter and floor
+stop. With ``--naive-max-nfev`` below greylab's budget the target is per evaluation.
 
 ``--repeats N`` (default 1): medians and ranges, JSON in build/bench/drive_profile-<mode>.json.
 """
@@ -68,6 +66,7 @@ from benchmarks._report import Bench, add_arguments
 from methods.blas import single_threaded_blas
 from models.drivetrain import assemble, reference_recording
 from models.drivetrain.gp import GPSettings, IndividualSpec, StructureSearch, as_arrays
+from models.drivetrain.gp.evaluate import RecordingArrays
 from models.drivetrain.gp.presets import emps_settings
 from schemas.drive import emps_path, load_emps
 
@@ -326,7 +325,10 @@ def baseline(args, bench: Bench) -> None:
     specs = assemble(TRUTH, **gp.kit_options()).specs
     spec = IndividualSpec(TRUTH, tuple((s.name, args.start_scale * s.nominal) for s in specs))
     g = greylab_fit(spec, data, gp, args.seed)
-    naive = Naive(g["sim"].model, data, ident, args, time.perf_counter() + args.naive_timeout)
+    n_res = evaluate.screened_samples(data.n, ident)  # the screening fits the record's head
+    head = RecordingArrays(data.u[:n_res], data.y[:n_res], data.dt,
+                           None if data.q is None else data.q[:n_res])  # fmt: skip
+    naive = Naive(g["sim"].model, head, ident, args, time.perf_counter() + args.naive_timeout)
     z_start = np.clip((np.array([v for _, v in spec.start]) - naive.lower) / naive.width, 0, 1)
     starts, max_nfev = evaluate._starts(spec, ident, z_start, args.seed)
     budget = min(max_nfev, args.naive_max_nfev or max_nfev)
@@ -379,7 +381,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--through-cli", action="store_true", help="profile: also the CLI")
     parser.add_argument("--cli-workers", type=int, default=1)
     parser.add_argument("--cli-runner", choices=["thread", "dask"], default="thread")
-    parser.add_argument("--stage", choices=["screen", "full"], default="screen")
+    parser.add_argument("--stage", choices=["screen", "full"], default="full")
     parser.add_argument("--start-scale", type=float, default=1.5)
     parser.add_argument("--naive-method", choices=["RK45", "LSODA"], default="RK45")
     parser.add_argument("--naive-rtol", type=float, default=None, help="default: scipy's")
