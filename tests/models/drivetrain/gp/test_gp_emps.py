@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from models.drivetrain.gp import IndividualSpec, StructureSearch, as_arrays, identify
-from models.drivetrain.gp.presets import EMPS_PUBLISHED, emps_settings
+from models.drivetrain.gp.presets import EMPS_PUBLISHED, data_settings, emps_settings
+from models.drivetrain.scales import estimate_scales
 from schemas.drive import emps_path, load_emps
 
 EMPS = emps_path()
@@ -89,6 +90,20 @@ def test_emps_search_proposes_one_mass_coulomb_viscous_offset(emps_data, process
     # --seed 4` (seeds 0..9 all end at {1,5,6,8}; seed 4 took 198 s on 2 workers)
     search = StructureSearch(10, 10, seed=4, settings=emps_settings(), map_batches=process_map)
     search.fit(emps_data)
+    assert search.best_structure_ == ["one_mass", "coulomb", "viscous", "gravity"]
+    for name, published in PUBLISHED.items():
+        assert search.best_parameters_[name] == pytest.approx(published, rel=0.10), name
+
+
+@pytest.mark.slow
+def test_emps_search_finds_the_structure_from_the_recordings_own_scales(process_map):
+    """No preset and no nominals (issue 13): the boxes come from the recording's rigid-body
+    fit (`models.drivetrain.scales`), as `benchmarks/drive_search.py emps --search --seed 2`
+    (seeds 0-2 all end at {1,5,6,8}; seed 2 took 68 s on 2 workers)."""
+    frame = load_emps(EMPS, decimate=10)
+    settings = data_settings(estimate_scales(frame), position=True)
+    search = StructureSearch(10, 10, seed=2, settings=settings, map_batches=process_map)
+    search.fit(frame)
     assert search.best_structure_ == ["one_mass", "coulomb", "viscous", "gravity"]
     for name, published in PUBLISHED.items():
         assert search.best_parameters_[name] == pytest.approx(published, rel=0.10), name
