@@ -81,10 +81,10 @@ class Scales:
         )
 
     def to_dict(self) -> dict:
-        """Plain JSON: values, standard errors, R^2 and the fit's band."""
+        """Plain JSON: values, standard errors, R^2, the fit's band and R^2 per cutoff."""
         return {"values": dict(self.values), "stderr": dict(self.stderr), "r2": self.r2,
-                "n_used": self.n_used, "cutoff_hz": self.cutoff_hz,
-                "rigid_hz": self.rigid_hz}  # fmt: skip
+                "n_used": self.n_used, "cutoff_hz": self.cutoff_hz, "rigid_hz": self.rigid_hz,
+                "grid": [list(pair) for pair in self.grid]}  # fmt: skip
 
     def _estimate(self, name: str, fallback: float) -> tuple[float, tuple[float, float] | None]:
         """The estimate with the default 50..200 % box when positive and significant, else

@@ -56,7 +56,12 @@ def test_the_run_logs_prints_and_returns_the_scales(
     params = Tracker(load_settings()).client.get_run(result.run_id).data.params
     assert params["preset"] == "data"
     assert float(params["scales.J"]) == pytest.approx(result.scales["values"]["J"], rel=1e-5)
-    assert result.to_dict()["scales"]["r2"] > 0.99
+    scales = result.to_dict()["scales"]
+    assert scales["r2"] > 0.99
+    assert [f for f, _r2 in scales["grid"]] == sorted(
+        (f for f, _r2 in scales["grid"]), reverse=True
+    )
+    assert max(r2 for _f, r2 in scales["grid"]) == scales["r2"]
     capsys.readouterr()
     print_drive_result(result)
     assert "centred on the recording's own scales" in capsys.readouterr().out
