@@ -90,7 +90,7 @@ def settings(args, rec=None) -> GPSettings:
     recording's own scales (``rec``)."""
     size = {"population": args.population, "generations": args.generations}
     if args.preset == "data" and rec is not None:
-        base = data_settings(estimate_scales(rec), position=False, **size)
+        base = data_settings(estimate_scales(rec), position="position_rad" in rec, **size)
     else:
         base = GPSettings(**size)
     if args.paper:  # the paper's search at the asked size (no prefilter: --prefilter-hz unused)
