@@ -57,6 +57,7 @@ bench: install
 	PYTHONPATH=. $(BIN)/python benchmarks/drive_search.py speed --seed 0 --repeats 3
 	PYTHONPATH=. $(BIN)/python benchmarks/drive_profile.py profile --repeats 1
 	PYTHONPATH=. $(BIN)/python benchmarks/drive_profile.py baseline --repeats 3
+	PYTHONPATH=. $(BIN)/python benchmarks/drive_jit.py --repeats 3
 	PYTHONPATH=. $(BIN)/python benchmarks/emps_validation.py --repeats 3
 	PYTHONPATH=. $(BIN)/python benchmarks/paper_modes.py --seeds 5 --repeats 1
 	PYTHONPATH=. $(BIN)/python benchmarks/readme_figures.py

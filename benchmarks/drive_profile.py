@@ -6,17 +6,17 @@ identification against a naive solve_ivp + finite-difference baseline.
     python benchmarks/drive_profile.py baseline [--stage screen|full --start-scale 1.5]
                                                 [--naive-max-nfev N --naive-timeout 600]
 
-``profile``: one ``StructureSearch(...).fit`` in this process, serial, cold caches.
-Timers monkeypatched (in this script only) around ``simulate.compile_simulator`` (of which
-``jit.compiled_many``: C code generation + compiler), ``CompiledSimulator.simulate`` and
-``.simulate_with_jacobian`` and ``least_squares`` as called from ``gp.evaluate``: its own
-time = total - the simulations inside it (= the objective's prefilter/scaling + scipy's TRF).
-"other" = wall - (compile + simulate + jacobian + least-squares own): GP operators, model
-assembly, the result's model. Not measured in-process: Prefect/Dask/threads, MLflow,
-interpreter start, idle workers. ``--through-cli`` also times ``greylab drive identify`` (same
-size and seed, ``--no-cache --no-register-model --json``, ``--cli-workers``, default 1 so the
-work is the same) in a subprocess with ``GREYLAB_HOME`` and the JIT cache in a temp folder:
-"orchestration" = its wall - the in-process wall (start-up: ``greylab drive identify --help``).
+``profile``: one ``StructureSearch(...).fit`` in this process, serial, cold caches (``emps``: the
+record at 100 Hz, settings from its own scales as a user's). Timers patched (here only) around
+``simulate.compile_simulator`` (of which ``jit.compiled_many``: C code generation + compiler),
+``CompiledSimulator.simulate`` and ``.simulate_with_jacobian`` and ``least_squares`` as called from
+``gp.evaluate``: its own time = total - the simulations inside it (= the objective's
+prefilter/scaling + scipy's TRF). "other" = wall - (compile + simulate + jacobian + least-squares
+own): GP operators, model assembly, the result's model. Not measured in-process:
+Prefect/Dask/threads, MLflow, interpreter start, idle workers. ``--through-cli`` also times
+``greylab drive identify`` (same size and seed, ``--no-cache --no-register-model --json``,
+``--cli-workers``, default 1 so the work is the same) in a subprocess with ``GREYLAB_HOME`` and the
+JIT cache in a temp folder: "orchestration" = its wall - the in-process wall (start-up: its --help).
 
 ``baseline``: {two_mass, coulomb, viscous, stribeck} on ``reference_recording()``. greylab:
 ``identify`` with ``GPSettings()`` (``--stage full``, the default: ``screen_nfev = 0``, the whole
@@ -67,7 +67,8 @@ from methods.blas import single_threaded_blas
 from models.drivetrain import assemble, reference_recording
 from models.drivetrain.gp import GPSettings, IndividualSpec, StructureSearch, as_arrays
 from models.drivetrain.gp.evaluate import RecordingArrays
-from models.drivetrain.gp.presets import emps_settings
+from models.drivetrain.gp.presets import data_settings
+from models.drivetrain.scales import estimate_scales
 from schemas.drive import emps_path, load_emps
 
 # the module (``models.drivetrain.simulate`` as an attribute is the function of that name)
@@ -147,8 +148,7 @@ def components(t: Timers, wall: float) -> list[tuple[str, str, int, float]]:
 
 
 def through_cli(args) -> tuple[float, float, str]:
-    """Wall of ``greylab drive identify`` (cold JIT cache), of its ``--help`` (start-up), and
-    the structure it found."""
+    """Wall of ``greylab drive identify`` (cold JIT cache), of its ``--help``, its structure."""
     greylab = str(Path(sys.executable).parent / "greylab")
     cmd = [greylab, "drive", "identify", "--population", str(args.population), "--generations",
            str(args.generations), "--seed", str(args.seed), "--no-cache", "--json",
@@ -170,17 +170,17 @@ def through_cli(args) -> tuple[float, float, str]:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{done.stderr[-3000:]}")
     try:
         found = json.loads(done.stdout).get("best_codes", "?")
-    except (ValueError, AttributeError):
+    except (ValueError, AttributeError):  # not JSON
         found = "?"
     return wall, startup, str(found)
 
 
 def profile(args, bench: Bench) -> None:
-    gp = GPSettings(population=args.population, generations=args.generations)
-    rec: Any = reference_recording()
-    if args.target == "emps":
-        gp = emps_settings(population=args.population, generations=args.generations)
+    size = {"population": args.population, "generations": args.generations}
+    gp, rec = GPSettings(**size), reference_recording()
+    if args.target == "emps":  # searched from its own scales, as a user's recording
         rec = load_emps(emps_path(), decimate=10)
+        gp = data_settings(estimate_scales(rec), position=True, **size)
     timers = Timers()
     with cold_cache(), instrumented(timers):
         t0 = time.perf_counter()

@@ -11,17 +11,12 @@ and Jacobians (``tests/models/drivetrain/test_jit.py``); in a cold-cache search 
 compiler took 43 % of the wall (``CC=cc`` / ``CC=tcc benchmarks/drive_profile.py profile``,
 figures in README).
 
-Optimisation level (``opt``, default ``-O0``): measured on the reference record (2001 samples,
-this 2-core machine), compile time and cost of one simulation with sensitivities:
-
-    structure             n_p   -O0 compile / jac     -O1 compile / jac    interpreted jac
-    {2,5,6,7}               8   0.45 s / 9 ms         0.76 s / 7 ms        47..60 ms
-    {2,5,6,7,9}             9   0.92 s / 25 ms        2.15 s / 11 ms       134 ms
-    {4,5,6,7,8,9,10,11}    18   2.4 s / 83 ms         7.0 s / 28 ms        0.4 s
-
-A GP identification needs ~20-60 Jacobians, so for a structure identified once (the search
-caches evaluations per structure) ``-O0`` is the cheapest way (compile + run) in every case;
-``-O1`` pays off only for long reuse (e.g. a warm disk cache across many searches).
+Optimisation level (``opt``, default ``-O0``): the simulator picks it by the work of one
+simulation with sensitivities (``models.drivetrain.simulate.optimisation``, ``"auto"``): light
+simulators, as every one of the paper's reference, are compiled at ``-O0`` (tcc: the fastest
+compile); heavy ones, as EMPS models with backlash (32 substeps per sample), at ``-O1`` with
+``cc``, whose Jacobians run 2.3-3.5x faster for 0.1-0.35 s more compile
+(``benchmarks/drive_jit.py``). For ``-O1``/``-O2`` the order of compilers is ``cc`` then tcc.
 If compilation fails the interpreted function is returned (slower, same numbers).
 """
 
@@ -70,7 +65,7 @@ def compiled_many(
             gen.add(fun)
         gen.generate(tmp + os.sep)
         code = src.read_text()
-    for cc in compilers():
+    for cc in compilers(opt):
         digest = hashlib.sha256(" ".join([code, cc, *flags]).encode()).hexdigest()[:24]
         lib = cache_dir() / f"{funs[0].name()}_{digest}.so"
         if not lib.exists() and (not build or not _build(code, cc, flags, lib, digest)):
@@ -79,12 +74,14 @@ def compiled_many(
     return list(funs)
 
 
-def compilers() -> list[str]:
-    """The C compilers to try in turn: ``$CC`` alone if set, else ``tcc`` (if installed),
-    then ``cc``."""
+def compilers(opt: str = "-O0") -> list[str]:
+    """The C compilers to try in turn: ``$CC`` alone if set, else for ``-O0`` ``tcc`` (if
+    installed) then ``cc``, for an optimised build ``cc`` then ``tcc`` (which does not
+    optimise)."""
     if os.environ.get("CC"):
         return [os.environ["CC"]]
-    return (["tcc"] if shutil.which("tcc") else []) + ["cc"]
+    tcc = ["tcc"] if shutil.which("tcc") else []
+    return [*tcc, "cc"] if opt == "-O0" else ["cc", *tcc]
 
 
 def _build(code: str, cc: str, flags: tuple[str, ...], lib: Path, digest: str) -> bool:

@@ -20,8 +20,9 @@ class IdentificationSettings:
     individual (checked between evaluations; the best point so far is kept). The time limit is
     a safety net: if it triggers, results may depend on machine load (``Evaluation.timed_out``).
     ``jit``: compile simulators to C (cached on disk) with optimisation level ``jit_opt`` on the
-    ``jit_after``-th request of a structure in a process (see ``models.drivetrain.jit``: ``-O0``
-    at once is cheapest for structures identified once).
+    ``jit_after``-th request of a structure in a process (``auto``: ``-O0`` at once, the
+    cheapest for structures identified once, and ``-O1`` for simulators with many substeps, see
+    ``models.drivetrain.simulate.optimisation``).
 
     ``prefilter_hz`` (beyond the paper; 0 = off): prefiltered output error. Residuals
     ``r = F(y_sim) - F(y)`` with ``F`` a zero-phase 4th-order Butterworth low-pass at
@@ -62,7 +63,7 @@ class IdentificationSettings:
     xtol: float = 1e-10
     gtol: float = 1e-10
     jit: bool = True
-    jit_opt: str = "-O0"
+    jit_opt: str = "auto"
     jit_after: int = 1
     prefilter_hz: float = 25.0
     stop_at_floor: bool = True
@@ -75,8 +76,8 @@ class IdentificationSettings:
             or not self.time_limit_s > 0
         ):
             raise InputError("n_starts and max_nfev must be >= 1 and time_limit_s > 0")
-        if self.jit_opt not in ("-O0", "-O1", "-O2") or self.jit_after < 1:
-            raise InputError("jit_opt must be -O0, -O1 or -O2 and jit_after >= 1")
+        if self.jit_opt not in ("auto", "-O0", "-O1", "-O2") or self.jit_after < 1:
+            raise InputError("jit_opt must be auto, -O0, -O1 or -O2 and jit_after >= 1")
         if not 0.0 < self.screen_fraction <= 1.0:
             raise InputError(f"screen_fraction must be in (0, 1], got {self.screen_fraction!r}")
         if not self.prefilter_hz >= 0 or not self.position_weight >= 0:

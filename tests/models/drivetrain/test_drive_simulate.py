@@ -27,10 +27,14 @@ def test_delay_shifts_the_input_by_linear_interpolation():
     np.testing.assert_allclose(y1[5:], y0[:-5], atol=1e-12)  # T_d = 5 samples exactly
 
 
-def test_jacobian_matches_central_differences():
+@pytest.mark.parametrize("min_substeps, jit", [(1, False), (4, False), (4, True)])
+def test_jacobian_matches_central_differences(min_substeps, jit):
+    # substeps are a loop over one compiled substep; the delay's sensitivity runs through the
+    # substeps' input weights, so n_sub > 1 with a delay is the case that can go wrong
     rng = np.random.default_rng(0)
     model = assemble(["two_mass", "coulomb", "stribeck", "delay", "current_control"])
-    sim = compile_simulator(model, 400, 1e-3)
+    sim = compile_simulator(model, 400, 1e-3, min_substeps=min_substeps, jit=jit)
+    assert sim.n_sub == max(min_substeps, substeps(model, 1e-3))
     u = np.cumsum(rng.normal(0, 0.2, 400))
     p = model.values({"T_d": 0.0043})
     _, jac = sim.simulate_with_jacobian(p, u)
@@ -41,6 +45,23 @@ def test_jacobian_matches_central_differences():
         fd = (sim.simulate(p + e, u) - sim.simulate(p - e, u)) / (2 * h)
         # central differences are O(h^2) accurate: 1e-5 of the column's scale is loose
         assert np.max(np.abs(jac[:, i] - fd)) <= 1e-5 * np.max(np.abs(fd)) + 1e-9
+
+
+def test_substeps_are_rk4_on_the_finer_grid():
+    # n_sub substeps per sample = RK4 with step dt / n_sub on a grid whose input is the
+    # linear interpolation of the samples: the same record simulated at dt / 4 with min 1
+    rng = np.random.default_rng(1)
+    dt, n, structure = 1e-3, 300, ["two_mass", "coulomb", "viscous", "backlash"]
+    model = assemble(structure)
+    base = substeps(model, dt)
+    u = np.cumsum(rng.normal(0, 0.2, n))
+    fine_u = np.interp(np.arange(4 * (n - 1) + 1) / 4, np.arange(n), u)
+    coarse = compile_simulator(model, n, dt, min_substeps=4 * base)
+    fine = compile_simulator(model, fine_u.size, dt / 4, min_substeps=base)
+    assert coarse.n_sub == 4 * fine.n_sub
+    p = model.values({})
+    np.testing.assert_allclose(coarse.simulate(p, u), fine.simulate(p, fine_u)[::4],
+                               rtol=1e-12, atol=1e-12)  # fmt: skip
 
 
 def test_step_rule_grows_with_friction_stiffness():

@@ -1,0 +1,97 @@
+"""Drive-train simulators: C optimisation level against the work of one simulation.
+
+    python benchmarks/drive_jit.py [--repeats 1]
+
+For EMPS structures at 100 Hz (the recording's own scales, so the substep count of the data
+preset; the head of the record as screening sees it and the whole record), each compiled with
+``-O0`` (tcc when installed, the default for light simulators) and with ``-O1`` (cc), each in a
+fresh disk cache: compile time, one simulation with sensitivities (median of 5) and the net
+gain of ``-O1`` over an identification of ten Jacobians (a measured average of a search:
+``drive_profile.py profile --target emps`` prints Jacobians and compiles). The work
+``n_sub (N - 1) nx (1 + n_p)`` is what ``models.drivetrain.simulate.optimisation`` compares with
+``OPTIMISE_WORK``: the gain should change sign near it. The ratio ``-O0``/``-O1`` of the
+heaviest simulator's Jacobian is the figure kept in README.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from benchmarks._report import Bench, add_arguments
+from models.drivetrain import assemble
+from models.drivetrain.gp.presets import data_settings
+from models.drivetrain.scales import estimate_scales
+from models.drivetrain.simulate import OPTIMISE_WORK, compile_simulator
+from schemas.drive import emps_path, load_emps
+
+STRUCTURES = (
+    "one_mass,coulomb,viscous,gravity",
+    "one_mass,coulomb,viscous,stribeck",
+    "two_mass,coulomb,viscous,gravity",
+    "three_mass,coulomb,viscous,stribeck",
+    "two_mass,backlash,coulomb,viscous",
+)
+JACOBIANS = 10
+
+
+def timed(model, u: np.ndarray, dt: float, opt: str) -> tuple[float, float, int]:
+    """(compile s, Jacobian s, n_sub) of ``model`` on ``u`` at ``opt`` in a fresh disk cache."""
+    p = np.array([s.nominal for s in model.specs])
+    with tempfile.TemporaryDirectory(prefix="greylab-jit-") as cache:
+        os.environ["GREYLAB_JIT_CACHE"] = cache
+        t0 = time.perf_counter()
+        sim = compile_simulator(model, u.size, dt, jit=True, opt=opt)
+        compile_s = time.perf_counter() - t0
+        runs = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            sim.simulate_with_jacobian(p, u, 0.0)
+            runs.append(time.perf_counter() - t0)
+    return compile_s, statistics.median(runs), sim.n_sub
+
+
+def measure(bench: Bench) -> None:
+    rec = load_emps(emps_path(), decimate=10)
+    gp = data_settings(estimate_scales(rec), position=True)
+    u, dt = rec["torque_Nm"].to_numpy(), float(rec["t_s"].iloc[1] - rec["t_s"].iloc[0])
+    kit = {"nominals": dict(gp.nominals), "bounds": dict(gp.bounds), "f_tanh": gp.f_tanh}
+    print(f"{'structure':38s} {'N':>5s} {'n_sub':>5s} {'work':>7s} {'-O0 compile/jac':>16s} "
+          f"{'-O1 compile/jac':>16s} {'gain@10':>8s}  (OPTIMISE_WORK {OPTIMISE_WORK:.0e})")  # fmt: skip
+    for structure in STRUCTURES:
+        model = assemble(structure.split(","), **kit)
+        nx, n_p = model.x.size1(), model.p.size1()
+        for n in (u.size // 2, u.size):
+            c0, j0, n_sub = timed(model, u[:n], dt, "-O0")
+            c1, j1, _ = timed(model, u[:n], dt, "-O1")
+            work = n_sub * (n - 1) * nx * (1 + n_p)
+            gain = JACOBIANS * (j0 - j1) - (c1 - c0)
+            print(f"{structure:38s} {n:5d} {n_sub:5d} {work / 1e6:6.2f}M {c0:6.2f}s/{j0 * 1e3:6.1f}ms "
+                  f"{c1:6.2f}s/{j1 * 1e3:6.1f}ms {gain:+7.2f}s")  # fmt: skip
+    bench.add("jac_ratio", j0 / j1, f"Jacobian -O0/-O1, {STRUCTURES[-1]}, EMPS 100 Hz", unit="×",
+              fmt=".1f")  # fmt: skip
+    bench.add("compile_extra_s", c1 - c0, f"extra compile of -O1, {STRUCTURES[-1]}", unit="s",
+              fmt=".2f")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_arguments(parser, repeats=1)
+    args = parser.parse_args()
+    bench = Bench("drive_jit", "drive", args.repeats, args.json)
+    for _ in bench.runs():
+        measure(bench)
+    bench.finish()
+
+
+if __name__ == "__main__":
+    main()
