@@ -154,6 +154,9 @@ def print_drive_result(result: DriveResult) -> None:
             f"centred on the recording's own scales (rigid-body fit, R^2 "
             f"{result.scales['r2']:.3f}): {values}"
         )
+    if result.polish_moves:
+        moves = " -> ".join(f"{{{codes}}}" for codes in result.polish_moves)
+        stdout.print(f"the local search after the last generation moved the best to {moves}")
     rows = [[k, v] for k, v in result.parameters.items()]
     stdout.print(table("Identified parameters", ["parameter", "value"], rows))
     if result.validation:

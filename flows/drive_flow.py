@@ -116,6 +116,7 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
         "paper": study.paper,
         "settings": search.settings.to_dict(),
         "history": tuple(search.history_.to_dict("records")),
+        "polish_moves": search.polish_.loc[search.polish_["chosen"], "codes"].tolist(),
     }
 
 

@@ -73,6 +73,7 @@ class DriveRecorder(Recorder):
             parameters=search.population_history_["parameters"].map(str)
         )
         run.table(population, "population.csv")
+        run.table(search.polish_, "polish.csv")
         run.json(search.state_space_, "state_space.json")
         run.json(search.to_dict(), "result.json")
         self._figures(search, recording)

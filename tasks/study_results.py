@@ -174,6 +174,8 @@ class DriveResult:
     settings: dict[str, Any] = field(default_factory=dict)
     #: with the `data` preset: the recording's scales (`models.drivetrain.scales.Scales`)
     scales: dict[str, Any] | None = None
+    #: structures the local search after the last generation moved to, in order ("2,5,6,7")
+    polish_moves: list[str] = field(default_factory=list)
 
     def _link(self, run_id: Any) -> Any:
         return run_ref(run_id, self.experiment_id)

@@ -223,9 +223,11 @@ def test_drive_recorder(drive: dict[str, Any]) -> None:
     assert set(run.metrics) == {"best_fitness", "best_rss", "n_evaluations"} | {
         f"param.{name}" for name in search.best_parameters_
     }
-    assert set(run.artifacts) == {"history.csv", "population.csv", "state_space.json",
-                                  "result.json", "figures/fit.png", "figures/convergence.png"}  # fmt: skip
+    assert set(run.artifacts) == {"history.csv", "population.csv", "polish.csv",
+                                  "state_space.json", "result.json", "figures/fit.png",
+                                  "figures/convergence.png"}  # fmt: skip
     pd.testing.assert_frame_equal(run.artifacts["history.csv"], search.history_)
+    pd.testing.assert_frame_equal(run.artifacts["polish.csv"], search.polish_)
     assert run.artifacts["figures/fit.png"].startswith(PNG)
 
 

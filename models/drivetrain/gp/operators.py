@@ -11,7 +11,7 @@ import numpy as np
 
 from models.drivetrain.gp.settings import GPSettings
 from models.drivetrain.gp.tree import Individual, Node, graft, has_multi_mass, pick, remove, subtree
-from models.drivetrain.submodels import MULTI_MASS, Submodel, can_add
+from models.drivetrain.submodels import MULTI_MASS, Submodel, can_add, canonical
 
 
 def random_params(kind: Submodel | str, settings: GPSettings, rng: np.random.Generator):
@@ -150,6 +150,51 @@ def simplifications(ind: Individual, settings: GPSettings) -> list[Individual]:
         nodes[i] = Node(smaller.value, node.parent, params)
         out.append(Individual(tuple(nodes)))
     return out
+
+
+def extensions(ind: Individual, settings: GPSettings) -> list[Individual]:
+    """Every structure one step richer than ``ind``: each allowed non-mass submodel added (at
+    its nominal parameters, under the root) within ``max_nodes``, and the multi-mass node
+    replaced by the ladder with one inertia more (the new inertia, spring and damper at their
+    nominals). Parameters of ``ind`` are inherited."""
+    out = []
+    if len(ind.nodes) < settings.max_nodes:
+        for kind in addable(list(ind.nodes), settings, multi=False):
+            params = tuple((spec.name, spec.nominal) for spec in settings.specs(kind))
+            out.append(Individual((*ind.nodes, Node(kind.value, 0, params))))
+    for i, node in enumerate(ind.nodes):
+        kind = Submodel(node.kind)
+        larger = next((k for k in MULTI_MASS if kind in MULTI_MASS
+                       and k.n_masses == kind.n_masses + 1), None)  # fmt: skip
+        others = [Submodel(n.kind) for k, n in enumerate(ind.nodes) if k != i]
+        if larger is None or larger.value not in settings.allowed or not can_add(others, larger):
+            continue
+        old = dict(node.params)
+        params = tuple((spec.name, old.get(spec.name, spec.nominal))
+                       for spec in settings.specs(larger))  # fmt: skip
+        nodes = list(ind.nodes)
+        nodes[i] = Node(larger.value, node.parent, params)
+        out.append(Individual(tuple(nodes)))
+    return out
+
+
+def from_structure(structure, parameters: dict, settings: GPSettings) -> Individual:
+    """An individual of ``structure`` (names or codes) carrying ``parameters`` (nominals where
+    missing): the multi-mass node as root, every other submodel under it (the tree's shape
+    has no meaning for the model)."""
+    kinds = sorted(canonical(structure), key=lambda k: k not in MULTI_MASS)
+    return Individual(tuple(
+        Node(kind.value, -1 if i == 0 else 0,
+             tuple((sp.name, float(parameters.get(sp.name, sp.nominal)))
+                   for sp in settings.specs(kind)))
+        for i, kind in enumerate(kinds)))  # fmt: skip
+
+
+def neighbours(ind: Individual, settings: GPSettings) -> list[Individual]:
+    """The structures one step from ``ind`` (``simplifications`` and ``extensions``), each
+    once, in a deterministic order (the search's ``polish_rounds``)."""
+    unique = {n.structure: n for n in [*simplifications(ind, settings), *extensions(ind, settings)]}
+    return [unique[k] for k in sorted(unique) if k != ind.structure]
 
 
 def chromosome_mutation(ind: Individual, settings: GPSettings, rng) -> Individual:

@@ -46,8 +46,10 @@ from models.drivetrain.gp.evaluate import (
 )
 from models.drivetrain.gp.operators import (
     crossover,
+    from_structure,
     mutate,
     mutate_once,
+    neighbours,
     random_individual,
     select,
     simplifications,
@@ -93,6 +95,8 @@ class StructureSearch:
     ``best_fitness_``, ``best_rss_``, ``best_evaluation_``, ``history_`` (one row per
     generation), ``population_history_`` (one row per individual and generation),
     ``state_space_`` (JSON-able A, B, C, D at the identified values, f and g as strings),
+    ``polish_`` (the local search after the last generation: one row per evaluated neighbour,
+    ``chosen`` where it moved, see ``GPSettings.polish_rounds``),
     ``best_output_`` (the best model's simulated velocity over the whole recording, from the
     measured initial velocity), ``model_`` (the best model as a product,
     ``models.drivetrain.product.DriveModel``), ``n_evaluations_``, ``resumed_from_``.
@@ -287,8 +291,33 @@ class StructureSearch:
                 self.progress(g, s.generations, best)
         if best is None:  # generations <= the checkpoint's: nothing was evaluated
             raise InputError("the search evaluated no generation (check generations)")
+        best = self._polish(best, data)
         self._finish(best, history, pop_rows, data)
         return self
+
+    def _polish(self, best: Evaluation, data: RecordingArrays) -> Evaluation:
+        """Local search after the last generation (``GPSettings.polish_rounds``): evaluate the
+        best's one-step neighbours like a generation and move to the fittest while it is
+        fitter. Every evaluated neighbour is a row of ``polish_`` (``chosen``: moved there)."""
+        rows: list[dict] = []
+        for r in range(self.settings.polish_rounds):
+            centre = from_structure(best.structure, best.parameters, self.settings)
+            candidates = neighbours(centre, self.settings)
+            if not candidates:
+                break
+            evals = self._evaluate(candidates, data)
+            i = int(np.argmax([ev.fitness for ev in evals]))
+            moved = evals[i].fitness > best.fitness
+            rows += [{"round": r, "codes": _codes(ev), "names": ",".join(ev.structure),
+                      "fitness": ev.fitness, "rss": ev.rss, "n_params": ev.n_params,
+                      "refined": ev.refined, "chosen": moved and j == i}
+                     for j, ev in enumerate(evals)]  # fmt: skip
+            if not moved:
+                break
+            best = evals[i]
+        self.polish_ = pd.DataFrame(rows, columns=["round", "codes", "names", "fitness", "rss",
+                                                   "n_params", "refined", "chosen"])  # fmt: skip
+        return best
 
     def _finish(
         self, best: Evaluation, history: list, pop_rows: list, data: RecordingArrays

@@ -13,9 +13,11 @@ from models.drivetrain.gp.operators import (
     chromosome_mutation,
     crossover,
     deletion_mutation,
+    from_structure,
     insertion_mutation,
     mutate,
     mutate_once,
+    neighbours,
     point_mutation,
     random_individual,
     rank_weights,
@@ -240,3 +242,29 @@ def test_merging_inertias_adds_the_last_two_within_the_bounds():
                                                 ("d2", 0.06))),))  # fmt: skip
     (to_two,) = simplifications(three, SETTINGS)
     assert to_two.parameters == {"J1": 0.01, "J2": 0.035, "c1": 40.0, "d1": 0.04}
+
+
+def test_neighbours_are_every_valid_structure_one_step_away():
+    gp = GPSettings(max_nodes=4, init_max_nodes=4, allowed=("one_mass", "two_mass", "three_mass", "coulomb",
+                                                "viscous", "stribeck", "backlash"))  # fmt: skip
+    ind = from_structure(["two_mass", "coulomb", "viscous"], {"J1": 0.011, "M_C": 0.3}, gp)
+    assert ind.is_valid() and ind.parameters["J1"] == 0.011 and ind.parameters["f_v"] > 0
+    found = {n.structure: n for n in neighbours(ind, gp)}
+    assert set(found) == {
+        ("two_mass", "coulomb"), ("two_mass", "viscous"),  # one submodel deleted
+        ("one_mass", "coulomb", "viscous"),  # one inertia fewer
+        ("three_mass", "coulomb", "viscous"),  # one inertia more
+        ("two_mass", "coulomb", "viscous", "stribeck"),  # one submodel added
+        ("two_mass", "coulomb", "viscous", "backlash"),
+    }  # fmt: skip
+    assert all(n.is_valid() for n in found.values())
+    # inherited where the parameter exists, nominal where it is new
+    nominal = {s.name: s.nominal for s in gp.specs("stribeck")}
+    added = found[("two_mass", "coulomb", "viscous", "stribeck")].parameters
+    assert added["M_C"] == 0.3 and added["M_S"] == nominal["M_S"]
+    assert found[("one_mass", "coulomb", "viscous")].parameters["M_C"] == 0.3
+    # at max_nodes nothing is added; the ladder can still grow
+    full = from_structure(["two_mass", "coulomb", "viscous", "stribeck"], {}, gp)
+    grown = {n.structure for n in neighbours(full, gp)}
+    assert ("three_mass", "coulomb", "viscous", "stribeck") in grown
+    assert all(len(s) <= 4 for s in grown)

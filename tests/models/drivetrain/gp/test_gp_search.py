@@ -182,7 +182,8 @@ def test_every_generation_tries_a_simpler_best_while_one_is_left(recording, seed
 
 def test_paper_mode_reports_the_fittest_individual_with_the_papers_fitness(recording):
     paper = dict(selection="roulette", structure_cache=False, avoid_duplicates=False,
-                 avoid_revisits=False, n_elite=0, simplify_best=False)  # fmt: skip
+                 avoid_revisits=False, n_elite=0, simplify_best=False,
+                 polish_rounds=0)  # fmt: skip
     raw = IdentificationSettings(n_starts=1, max_nfev=15, jit=False, prefilter_hz=0)
     search = StructureSearch(population=4, generations=2, seed=0, **paper,
                              **{**SMALL, "identification": raw}).fit(recording)  # fmt: skip
@@ -259,3 +260,20 @@ def test_reference_structure_is_found_in_at_least_8_of_10_seeds(process_map):
     found = [StructureSearch(10, 10, seed, map_batches=process_map).fit(rec).best_structure_
              for seed in range(10)]  # fmt: skip
     assert sum(f == truth for f in found) >= 8, found
+
+
+def test_polish_moves_a_search_that_ended_one_step_off_to_the_truth(recording):
+    # one generation of four ends at {one_mass, coulomb, viscous, gravity}: the truth (no
+    # gravity) is one deletion away; the local search after the last generation finds it and
+    # stops when no neighbour of the truth is fitter
+    kwargs = dict(population=4, generations=1, seed=0, **SMALL)
+    plain = StructureSearch(polish_rounds=0, **kwargs).fit(recording)
+    assert plain.best_structure_ == ["one_mass", "coulomb", "viscous", "gravity"]
+    assert plain.polish_.empty
+    polished = StructureSearch(polish_rounds=3, **kwargs).fit(recording)
+    assert polished.best_structure_ == ["one_mass", "coulomb", "viscous"]
+    moves = polished.polish_[polished.polish_["chosen"]]
+    assert moves["codes"].tolist() == ["1,5,6"] and moves["round"].tolist() == [0]
+    last = polished.polish_[polished.polish_["round"] == polished.polish_["round"].max()]
+    assert last["fitness"].max() < polished.best_fitness_  # no neighbour of the truth fitter
+    assert polished.n_evaluations_ > plain.n_evaluations_
