@@ -97,7 +97,8 @@ def settings(args, rec=None) -> GPSettings:
         return paper_settings(base, **size)
     ident = replace(base.identification, prefilter_hz=args.prefilter_hz,
                     screen_fraction=args.screen_fraction)  # fmt: skip
-    return replace(base, identification=ident)
+    polish = base.polish_rounds if args.polish_rounds is None else args.polish_rounds
+    return replace(base, identification=ident, polish_rounds=polish)
 
 
 def show_generation(g: int, n: int, best) -> None:
@@ -131,7 +132,7 @@ def describe(args) -> str:
             f"{'paper operators' if args.paper else 'default operators'}, noise "
             f"{args.noise_percent} % of range, prefilter "
             f"{settings(args).identification.prefilter_hz} Hz, screen fraction "
-            f"{args.screen_fraction}, JIT cache "
+            f"{args.screen_fraction}, polish rounds {settings(args).polish_rounds}, JIT cache "
             f"{args.jit_cache}, preset {args.preset}")  # fmt: skip
 
 
@@ -206,8 +207,10 @@ def emps_gp_settings(args, frame) -> GPSettings:
         gp = emps_settings(position_weight=args.position_weight, f_tanh=args.f_tanh or 1000.0,
                            **size)  # fmt: skip
         ident = gp.identification
-    return replace(gp, identification=replace(ident, prefilter_hz=args.prefilter_hz,
-                                              screen_fraction=args.screen_fraction))  # fmt: skip
+    polish = gp.polish_rounds if args.polish_rounds is None else args.polish_rounds
+    return replace(gp, polish_rounds=polish,
+                   identification=replace(ident, prefilter_hz=args.prefilter_hz,
+                                          screen_fraction=args.screen_fraction))  # fmt: skip
 
 
 def emps(args, bench: Bench) -> None:
@@ -302,6 +305,9 @@ def main() -> None:
         "units (default: data for emps, reference otherwise)",
     )
     parser.add_argument("--search-seeds", type=int, default=1, help="emps --search: seeds")
+    parser.add_argument("--polish-rounds", type=int, default=None,
+                        help="local search after the last generation (0: off; default the "
+                        "setting's)")  # fmt: skip
     parser.add_argument("--position-weight", type=float, default=1.0)
     parser.add_argument("--search", action="store_true", help="emps: also a structure search")
     add_arguments(parser, repeats=1)
