@@ -10,7 +10,9 @@ gain of ``-O1`` over an identification of ten Jacobians (a measured average of a
 ``drive_profile.py profile --target emps`` prints Jacobians and compiles). The work
 ``n_sub (N - 1) nx (1 + n_p)`` is what ``models.drivetrain.simulate.optimisation`` compares with
 ``OPTIMISE_WORK``: the gain should change sign near it. The ratio ``-O0``/``-O1`` of the
-heaviest simulator's Jacobian is the figure kept in README.
+heaviest simulator's Jacobian is the figure kept in README. Baseline of the same run: the
+substeps unrolled into one expression (the simulator before 2026-12-05, rebuilt here at ``-O0``,
+same ``mapaccum`` over the record): its Jacobian against the loop's at ``-O0``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import casadi as ca
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
@@ -30,8 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from benchmarks._report import Bench, add_arguments
 from models.drivetrain import assemble
 from models.drivetrain.gp.presets import data_settings
+from models.drivetrain.jit import compiled_many
 from models.drivetrain.scales import estimate_scales
-from models.drivetrain.simulate import OPTIMISE_WORK, compile_simulator
+from models.drivetrain.simulate import OPTIMISE_WORK, compile_simulator, substeps
 from schemas.drive import emps_path, load_emps
 
 STRUCTURES = (
@@ -60,6 +64,39 @@ def timed(model, u: np.ndarray, dt: float, opt: str) -> tuple[float, float, int]
     return compile_s, statistics.median(runs), sim.n_sub
 
 
+def unrolled(model, u: np.ndarray, dt: float) -> float:
+    """Jacobian seconds (median of 5) with the substeps unrolled (no delay), ``-O0``."""
+    n_sub, (x, p), nx = substeps(model, dt), (model.x, model.p), model.x.size1()
+    fx, u01, xk, h = (
+        ca.Function("fx", [x, model.u, p], [model.rhs()]),
+        ca.SX.sym("u01", 2),
+        x,
+        dt / n_sub,
+    )
+    for j in range(n_sub):
+        ua, um, ub = (u01[0] + (u01[1] - u01[0]) * (s / n_sub) for s in (j, j + 0.5, j + 1))
+        k1 = fx(xk, ua, p)
+        k2 = fx(xk + h / 2 * k1, um, p)
+        k3 = fx(xk + h / 2 * k2, um, p)
+        xk = xk + h / 6 * (k1 + 2 * k2 + 2 * k3 + fx(xk + h * k3, ub, p))
+    sens = ca.SX.sym("S", nx, p.size1())
+    sens_next = ca.mtimes(ca.jacobian(xk, x), sens) + ca.jacobian(xk, p)
+    with tempfile.TemporaryDirectory(prefix="greylab-jit-") as cache:
+        os.environ["GREYLAB_JIT_CACHE"] = cache
+        (aug,) = compiled_many([ca.Function("rk4s", [ca.vertcat(x, ca.vec(sens)), u01, p],
+                                            [ca.vertcat(xk, ca.vec(sens_next))])])  # fmt: skip
+        P, U = ca.MX.sym("p", p.size1()), ca.MX.sym("u", u.size)
+        X = aug.mapaccum("rolls", u.size - 1)(ca.MX.zeros(nx * (1 + p.size1())),
+                                               ca.horzcat(U[:-1], U[1:]).T, P)  # fmt: skip
+        fun, p0 = ca.Function("simjac", [P, U], [X]), [s.nominal for s in model.specs]
+        runs = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            fun(p0, u)
+            runs.append(time.perf_counter() - t0)
+    return statistics.median(runs)
+
+
 def measure(bench: Bench) -> None:
     rec = load_emps(emps_path(), decimate=10)
     gp = data_settings(estimate_scales(rec), position=True)
@@ -79,6 +116,11 @@ def measure(bench: Bench) -> None:
                   f"{c1:6.2f}s/{j1 * 1e3:6.1f}ms {gain:+7.2f}s")  # fmt: skip
     bench.add("jac_ratio", j0 / j1, f"Jacobian -O0/-O1, {STRUCTURES[-1]}, EMPS 100 Hz", unit="×",
               fmt=".1f")  # fmt: skip
+    j_unrolled = unrolled(model, u, dt)
+    print(f"{STRUCTURES[-1]}: unrolled substeps {j_unrolled * 1e3:.1f} ms per Jacobian at -O0, "
+          f"loop {j0 * 1e3:.1f} ms: {j_unrolled / j0:.1f}x")  # fmt: skip
+    bench.add("loop_ratio", j_unrolled / j0, f"Jacobian unrolled/loop substeps at -O0, "
+              f"{STRUCTURES[-1]}, EMPS 100 Hz", unit="×", fmt=".1f")  # fmt: skip
     bench.add("compile_extra_s", c1 - c0, f"extra compile of -O1, {STRUCTURES[-1]}", unit="s",
               fmt=".2f")  # fmt: skip
 

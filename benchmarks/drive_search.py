@@ -67,13 +67,20 @@ EMPS = emps_path()
 
 
 class ProcessMap:
-    """``map_batches`` on a fresh process pool (workers keep their compiled simulators)."""
+    """``map_batches`` on a fresh process pool (workers keep their compiled simulators);
+    ``in_map_s``: wall time inside the map calls, ``busy_s``: the identifications' own wall
+    times summed (so ``in_map_s - busy_s / workers`` is idle worker time at the barriers)."""
 
     def __init__(self, workers: int) -> None:
         self.pool = ProcessPoolExecutor(max_workers=workers)
+        self.in_map_s = self.busy_s = 0.0
 
     def __call__(self, fn, batches):
-        return list(self.pool.map(fn, batches))
+        t0 = time.perf_counter()
+        out = list(self.pool.map(fn, batches))
+        self.in_map_s += time.perf_counter() - t0
+        self.busy_s += sum(ev.wall_s for evals in out for ev in evals)
+        return out
 
     def close(self) -> None:
         self.pool.shutdown()
@@ -97,8 +104,7 @@ def settings(args, rec=None) -> GPSettings:
         return paper_settings(base, **size)
     ident = replace(base.identification, prefilter_hz=args.prefilter_hz,
                     screen_fraction=args.screen_fraction)  # fmt: skip
-    polish = base.polish_rounds if args.polish_rounds is None else args.polish_rounds
-    return replace(base, identification=ident, polish_rounds=polish)
+    return replace(base, identification=ident, polish_rounds=args.polish_rounds)
 
 
 def show_generation(g: int, n: int, best) -> None:
@@ -106,14 +112,16 @@ def show_generation(g: int, n: int, best) -> None:
           flush=True)  # fmt: skip
 
 
-def run(args, seed: int, workers: int, rec, gp: GPSettings | None = None, progress=None):
-    """One whole search with fresh workers (and a cold JIT cache unless ``--jit-cache warm``)."""
+def run(args, seed: int, workers: int, rec, gp: GPSettings | None = None, progress=None,
+        pmap: ProcessMap | None = None):  # fmt: skip
+    """One whole search with fresh workers (and a cold JIT cache unless ``--jit-cache warm``)
+    on ``pmap`` (default a new ``ProcessMap(workers)``), which is closed after it."""
     gp = gp or settings(args)
     with tempfile.TemporaryDirectory(prefix="greylab-jit-") as tmp:
         previous = os.environ.get("GREYLAB_JIT_CACHE")
         if args.jit_cache == "cold":
             os.environ["GREYLAB_JIT_CACHE"] = tmp  # inherited by the fresh workers
-        pmap = ProcessMap(workers)
+        pmap = pmap or ProcessMap(workers)
         t0 = time.perf_counter()
         try:
             search = StructureSearch(gp.population, gp.generations, seed, gp.test_fraction,
@@ -140,7 +148,9 @@ def speed(args, bench: Bench) -> None:
     rec = recording(args.noise_percent, args.seed)
     print(describe(args), f"seed {args.seed}; load average before: {os.getloadavg()}")
     one, t1 = run(args, args.seed, 1, rec)
-    two, t2 = run(args, args.seed, args.workers, rec)
+    pool = ProcessMap(args.workers)
+    two, t2 = run(args, args.seed, args.workers, rec, pmap=pool)
+    idle = pool.in_map_s - pool.busy_s / args.workers
     print(f"1 worker : {t1:7.1f} s  best {one.best_codes_} ({one.n_evaluations_} identifications)")
     print(f"{args.workers} workers: {t2:7.1f} s  best {two.best_codes_}")
     print(f"speed-up {t1 / t2:.2f}x (target >= 1.8x); whole search {t2:.1f} s (target <= 20 s)")
@@ -148,6 +158,8 @@ def speed(args, bench: Bench) -> None:
         one.best_structure_ == two.best_structure_ and one.best_parameters_ == two.best_parameters_
     )
     print(f"same result: {same}; load average after: {os.getloadavg()}")
+    print(f"{args.workers} workers: {t2 - pool.in_map_s:.2f} s in the main process, idle worker "
+          f"time at the generations' barriers {idle:.2f} s")  # fmt: skip
     search = (f"one whole search ({args.population} × {args.generations}, seed {args.seed}, "
               "cold compile cache)")  # fmt: skip
     bench.add("one_worker_s", t1, f"{search}, 1 worker", unit="s", fmt=".1f")
@@ -156,6 +168,11 @@ def speed(args, bench: Bench) -> None:
     bench.add("speedup", t1 / t2, f"speed-up 1 → {args.workers} workers (same run)", unit="×",
               fmt=".2f", target=(">=", 1.8),
               short=f"drive speed-up 1 → {args.workers} workers")  # fmt: skip
+    bench.add("main_s", t2 - pool.in_map_s, f"same, {args.workers} workers: main process "
+              "(GP, bookkeeping) outside the map calls", unit="s", fmt=".2f")  # fmt: skip
+    bench.add("idle_s", idle, f"same, {args.workers} workers: idle worker time at the "
+              "barriers (in the map calls minus the identifications' work / workers)", unit="s",
+              fmt=".2f")  # fmt: skip
     codes = "{" + ",".join(map(str, two.best_codes_)) + "}"
     bench.add("result", f"{codes}, {'same' if same else 'NOT the same'} with 1 worker",
               "structure found")  # fmt: skip
@@ -207,8 +224,7 @@ def emps_gp_settings(args, frame) -> GPSettings:
         gp = emps_settings(position_weight=args.position_weight, f_tanh=args.f_tanh or 1000.0,
                            **size)  # fmt: skip
         ident = gp.identification
-    polish = gp.polish_rounds if args.polish_rounds is None else args.polish_rounds
-    return replace(gp, polish_rounds=polish,
+    return replace(gp, polish_rounds=args.polish_rounds,
                    identification=replace(ident, prefilter_hz=args.prefilter_hz,
                                           screen_fraction=args.screen_fraction))  # fmt: skip
 
@@ -305,9 +321,8 @@ def main() -> None:
         "units (default: data for emps, reference otherwise)",
     )
     parser.add_argument("--search-seeds", type=int, default=1, help="emps --search: seeds")
-    parser.add_argument("--polish-rounds", type=int, default=None,
-                        help="local search after the last generation (0: off; default the "
-                        "setting's)")  # fmt: skip
+    parser.add_argument("--polish-rounds", type=int, default=GPSettings().polish_rounds,
+                        help="local search after the last generation (0: off)")  # fmt: skip
     parser.add_argument("--position-weight", type=float, default=1.0)
     parser.add_argument("--search", action="store_true", help="emps: also a structure search")
     add_arguments(parser, repeats=1)

@@ -139,8 +139,8 @@ def _sample_step(model: StateSpace, n_sub: int, dt: float, delay: bool) -> list[
 
     The substeps are a loop (``fold``) over one compiled substep rather than an unrolled
     expression: generated code and compile time do not grow with ``n_sub``, and the small
-    working set made the Jacobians 1.4-3.4x faster on EMPS structures (same numbers to
-    rounding; measured once against the unrolled expression it replaced)."""
+    working set makes the Jacobian 3.2x faster for an EMPS two-mass model with backlash (same
+    numbers to rounding; ``benchmarks/drive_jit.py`` rebuilds the unrolled one as baseline)."""
     nx, n_p = model.x.size1(), model.p.size1()
     n_q = n_p + 2 if delay else n_p
     sub, sub_s = _substep(model, dt / n_sub, n_q)

@@ -124,57 +124,56 @@ def deletion_mutation(ind: Individual, settings: GPSettings, rng) -> Individual:
     return Individual(tuple(nodes))
 
 
+def _resized(ind: Individual, i: int, settings: GPSettings, step: int) -> list[Individual]:
+    """``ind`` with its multi-mass node ``i`` replaced by the ladder with ``step`` (-1 or +1)
+    inertias more, where the rules and the function set allow (else ``[]``). One fewer: the
+    last two inertias merged (``J_{n-1} + J_n``); one more: the new inertia, spring and
+    damper at their nominals; the other parameters inherited, clipped to the bounds."""
+    node = ind.nodes[i]
+    kind = Submodel(node.kind)
+    new = next((k for k in MULTI_MASS if k.n_masses == kind.n_masses + step), None)
+    others = [Submodel(n.kind) for k, n in enumerate(ind.nodes) if k != i]
+    if new is None or new.value not in settings.allowed or not can_add(others, new):
+        return []
+    values, n = dict(node.params), kind.n_masses
+    if step < 0:
+        values[f"J{n - 1}"] = values.get(f"J{n - 1}", 0.0) + values.get(f"J{n}", 0.0)
+    params = tuple(
+        (spec.name, float(np.clip(values.get(spec.name, spec.nominal), spec.lower, spec.upper)))
+        for spec in settings.specs(new)
+    )
+    nodes = list(ind.nodes)
+    nodes[i] = Node(new.value, node.parent, params)
+    return [Individual(tuple(nodes))]
+
+
 def simplifications(ind: Individual, settings: GPSettings) -> list[Individual]:
     """Every structure one step simpler than ``ind`` (beyond the paper, for the search's
     ``simplify_best``): each non-mass node deleted, and the multi-mass node replaced by the
-    ladder with one inertia fewer (the last two inertias merged: ``J_{n-1} + J_n``, clipped to
-    the bounds; the other springs and dampers kept), where the rules and the function set
-    allow. Parameters are inherited, so the identification starts next to ``ind``'s fit."""
+    ladder with one inertia fewer (``_resized``), where the rules and the function set allow.
+    Parameters are inherited, so the identification starts next to ``ind``'s fit."""
     out = []
     for i, node in enumerate(ind.nodes):
-        kind = Submodel(node.kind)
-        if kind not in MULTI_MASS:
+        if Submodel(node.kind) in MULTI_MASS:
+            out += _resized(ind, i, settings, -1)
+        else:
             out.append(Individual(tuple(remove(ind, [i])[0])))
-            continue
-        smaller = next((k for k in MULTI_MASS if k.n_masses == kind.n_masses - 1), None)
-        others = [Submodel(n.kind) for k, n in enumerate(ind.nodes) if k != i]
-        if smaller is None or smaller.value not in settings.allowed or not can_add(others, smaller):
-            continue
-        old, n = dict(node.params), kind.n_masses
-        merged = {**old, f"J{n - 1}": old.get(f"J{n - 1}", 0.0) + old.get(f"J{n}", 0.0)}
-        params = tuple(
-            (spec.name, float(np.clip(merged.get(spec.name, spec.nominal), spec.lower, spec.upper)))
-            for spec in settings.specs(smaller)
-        )
-        nodes = list(ind.nodes)
-        nodes[i] = Node(smaller.value, node.parent, params)
-        out.append(Individual(tuple(nodes)))
     return out
 
 
 def extensions(ind: Individual, settings: GPSettings) -> list[Individual]:
     """Every structure one step richer than ``ind``: each allowed non-mass submodel added (at
     its nominal parameters, under the root) within ``max_nodes``, and the multi-mass node
-    replaced by the ladder with one inertia more (the new inertia, spring and damper at their
-    nominals). Parameters of ``ind`` are inherited."""
+    replaced by the ladder with one inertia more (``_resized``). Parameters of ``ind`` are
+    inherited."""
     out = []
     if len(ind.nodes) < settings.max_nodes:
         for kind in addable(list(ind.nodes), settings, multi=False):
             params = tuple((spec.name, spec.nominal) for spec in settings.specs(kind))
             out.append(Individual((*ind.nodes, Node(kind.value, 0, params))))
     for i, node in enumerate(ind.nodes):
-        kind = Submodel(node.kind)
-        larger = next((k for k in MULTI_MASS if kind in MULTI_MASS
-                       and k.n_masses == kind.n_masses + 1), None)  # fmt: skip
-        others = [Submodel(n.kind) for k, n in enumerate(ind.nodes) if k != i]
-        if larger is None or larger.value not in settings.allowed or not can_add(others, larger):
-            continue
-        old = dict(node.params)
-        params = tuple((spec.name, old.get(spec.name, spec.nominal))
-                       for spec in settings.specs(larger))  # fmt: skip
-        nodes = list(ind.nodes)
-        nodes[i] = Node(larger.value, node.parent, params)
-        out.append(Individual(tuple(nodes)))
+        if Submodel(node.kind) in MULTI_MASS:
+            out += _resized(ind, i, settings, +1)
     return out
 
 

@@ -84,3 +84,16 @@ def test_a_failing_compiler_gives_way(cache: Path, monkeypatch: pytest.MonkeyPat
     native, y, _jac = _jacobian(jit=True)
     assert not native and np.all(np.isfinite(y))
     assert not list(cache.iterdir())
+
+
+def test_a_crafted_compiler_name_is_not_run_by_a_shell(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # $CC is one program name, never a shell command line: nothing runs, nothing is written,
+    # and the simulator falls back to the interpreted function with the same numbers
+    marker = tmp_path / "pwned"
+    monkeypatch.setenv("CC", f"cc; touch {marker}")
+    for opt in ("-O0", "-O1"):
+        native, y, _jac = _jacobian(jit=True, opt=opt)
+        assert not native and np.all(np.isfinite(y))
+    assert not marker.exists() and not list(cache.glob("*.so"))

@@ -8,6 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from methods.errors import InputError
 from models.drivetrain.excitation import reference_recording
 from models.drivetrain.gp.evaluate import IndividualSpec, evaluate_batch, identify
 from models.drivetrain.gp.search import StructureSearch, as_arrays
@@ -277,3 +278,20 @@ def test_polish_moves_a_search_that_ended_one_step_off_to_the_truth(recording):
     last = polished.polish_[polished.polish_["round"] == polished.polish_["round"].max()]
     assert last["fitness"].max() < polished.best_fitness_  # no neighbour of the truth fitter
     assert polished.n_evaluations_ > plain.n_evaluations_
+
+
+@pytest.mark.parametrize(
+    "bad, field",
+    [
+        ({"polish_rounds": -1}, "polish_rounds"),
+        ({"identification": {"jit_opt": "-O3"}}, "jit_opt"),
+        ({"identification": {"jit_opt": "auto; rm -rf /"}}, "jit_opt"),
+    ],
+)
+def test_settings_refuse_values_outside_their_range(bad, field):
+    # a crafted optimisation level never reaches a compiler's command line
+    with pytest.raises(InputError, match=field):
+        if "identification" in bad:
+            IdentificationSettings(**bad["identification"])
+        else:
+            GPSettings(**bad)
