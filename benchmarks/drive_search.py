@@ -59,6 +59,7 @@ from models.drivetrain.gp.presets import (
     emps_settings,
     paper_settings,
 )
+from models.drivetrain.gp.recording import as_arrays
 from models.drivetrain.scales import estimate_scales
 from schemas.drive import emps_path
 
@@ -146,6 +147,7 @@ def describe(args) -> str:
 
 def speed(args, bench: Bench) -> None:
     rec = recording(args.noise_percent, args.seed)
+    as_arrays(rec)  # the schema's first validation imports ~0.8 s of modules: not in either time
     print(describe(args), f"seed {args.seed}; load average before: {os.getloadavg()}")
     one, t1 = run(args, args.seed, 1, rec)
     pool = ProcessMap(args.workers)

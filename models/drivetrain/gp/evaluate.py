@@ -23,8 +23,10 @@ proportion to its length whatever the model's stiffness), its fitness then from 
 simulation of the whole record at the screened parameters, with the weights of the whole
 identification part, so that screened and refined RSS share one yardstick; the search refines
 only promising ones (``IndividualSpec.refine``: one start from the screened parameters, at
-most ``max_nfev``, on the whole identification part). With ``screen_nfev = 0`` every
-identification gets the full budget on the whole part.
+most ``max_nfev``, on the whole identification part), either in a second call or, with
+``IndividualSpec.refine_above``, in the screening call itself once the screened fitness
+reaches that threshold. With ``screen_nfev = 0`` every identification gets the full budget
+on the whole part.
 
 Bounds on the work: ``max_nfev`` residual evaluations per start, ``n_starts`` starts (the
 remaining ones are skipped once a start reaches the floor, ``stop_at_floor``), and the wall
@@ -40,7 +42,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -69,11 +71,17 @@ class RecordingArrays:
 
 @dataclass(frozen=True)
 class IndividualSpec:
-    """What a worker needs: the structure (names) and the start values of its parameters."""
+    """What a worker needs: the structure (names) and the start values of its parameters.
+
+    ``refine``: the second stage (one start from ``start``, the whole identification part).
+    ``refine_above`` (a screening spec only): refine in the same call, from the screened
+    parameters, if the screened fitness reaches this value - a dispatch instruction, not part
+    of ``key`` (the screening and the refinement are those of the two-call route)."""
 
     structure: tuple[str, ...]
     start: tuple[tuple[str, float], ...]
     refine: bool = False
+    refine_above: float | None = None
 
     def key(self) -> str:
         out = [list(self.structure), [[k, repr(v)] for k, v in self.start]]
@@ -153,9 +161,22 @@ def identify(
     spec: IndividualSpec, data: RecordingArrays, settings: GPSettings, seed: int = 0
 ) -> Evaluation:
     """Identify the parameters of one individual and compute its fitness (BLAS limited to
-    one thread, see :func:`single_threaded_blas`)."""
+    one thread, see :func:`single_threaded_blas`); with ``spec.refine_above`` a screened
+    individual whose fitness reaches it is refined at once (``nfev`` and ``wall_s`` of both
+    stages summed)."""
     with single_threaded_blas():
-        return _identify(spec, data, settings, seed)
+        ev = _identify(spec, data, settings, seed)
+        if spec.refine_above is None or ev.refined or not ev.fitness >= spec.refine_above:
+            return ev
+        fine = _identify(refinement(ev), data, settings, seed)
+        return replace(fine, nfev=ev.nfev + fine.nfev, wall_s=ev.wall_s + fine.wall_s,
+                       timed_out=ev.timed_out or fine.timed_out)  # fmt: skip
+
+
+def refinement(ev: Evaluation) -> IndividualSpec:
+    """The refinement stage's spec of a screened evaluation: its structure from its identified
+    parameters."""
+    return IndividualSpec(ev.structure, tuple(sorted(ev.parameters.items())), refine=True)
 
 
 class _Objective:

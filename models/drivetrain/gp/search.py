@@ -10,10 +10,12 @@ than the best (beyond the paper). Identified parameters are written back into th
 
 Evaluation (beyond the paper, see ``GPSettings``/``IdentificationSettings``; all switchable):
 each structure is identified once per search (``structure_cache``); new structures get a
-cheap screening identification (``screen_nfev``) and the ``refine_top`` fittest of each
-generation a full one; a new individual whose structure is already in the population or was
-identified before is mutated again (``avoid_duplicates``/``avoid_revisits``), so every
-evaluation explores a new structure near its parents. Batches for ``map_batches`` are
+cheap screening identification (``screen_nfev``) and promising ones a full one (with
+``refine_at_once`` in the same call, once the screened fitness reaches the previous
+generation's ``refine_top``-th best, else the ``refine_top`` fittest after the screening); a
+new individual whose structure is already in the population or was identified before is
+mutated again (``avoid_duplicates``/``avoid_revisits``), so every evaluation explores a new
+structure near its parents. Batches for ``map_batches`` are
 balanced by estimated cost (``balanced_batches``), at most ``ceil(population / batch_size)``.
 
 Determinism: one ``numpy.random.Generator(seed)`` drives every structural decision in a fixed
@@ -43,6 +45,7 @@ from models.drivetrain.gp.evaluate import (
     IndividualSpec,
     RecordingArrays,
     evaluate_batch,
+    refinement,
 )
 from models.drivetrain.gp.operators import (
     crossover,
@@ -132,23 +135,41 @@ class StructureSearch:
     def _key(self, spec: IndividualSpec) -> str:
         return json.dumps(list(spec.structure)) if self.settings.structure_cache else spec.key()
 
-    def _evaluate(self, population: Sequence[Individual], data: RecordingArrays) -> list:
-        specs = [IndividualSpec(ind.structure, tuple(sorted(ind.parameters.items())))
-                 for ind in population]  # fmt: skip
+    def _evaluate(
+        self,
+        population: Sequence[Individual],
+        data: RecordingArrays,
+        refine_above: float | None = None,
+    ) -> list:
+        """Evaluations of ``population`` (new structures identified). With ``refine_above``
+        the workers refine the new structures whose screened fitness reaches it in the same
+        call; without, the ``refine_top`` fittest not yet refined ones are refined after."""
+        specs = [IndividualSpec(ind.structure, tuple(sorted(ind.parameters.items())),
+                                refine_above=refine_above) for ind in population]  # fmt: skip
         todo = {self._key(sp): sp for sp in reversed(specs) if self._key(sp) not in self._cache}
         self._run(list(todo.items()), data)
         n_new = len(todo)
-        if self.settings.identification.screen_nfev and self.settings.refine_top:
+        if self._refining() and refine_above is None:
             ranked: dict[str, Evaluation] = {}
             for sp in specs:
                 ranked.setdefault(self._key(sp), self._cache[self._key(sp)])
             order = sorted(ranked, key=lambda k: (-ranked[k].fitness, k))
             top = [k for k in order[: self.settings.refine_top] if not ranked[k].refined]
-            self._run([(k, IndividualSpec(ranked[k].structure,
-                                          tuple(sorted(ranked[k].parameters.items())),
-                                          refine=True)) for k in top], data)  # fmt: skip
+            self._run([(k, refinement(ranked[k])) for k in top], data)
         self._new_in_generation = n_new
         return [self._cache[self._key(sp)] for sp in specs]
+
+    def _refining(self) -> bool:
+        """Whether the search has a refinement stage (screening on, ``refine_top > 0``)."""
+        return bool(self.settings.identification.screen_nfev and self.settings.refine_top)
+
+    def _refine_threshold(self, fitness: dict[str, float]) -> float | None:
+        """The next generation's ``refine_above``: the ``refine_top``-th best fitness of this
+        one (``fitness``: structure -> fitness), None without ``refine_at_once``."""
+        if not (self.settings.refine_at_once and self._refining() and fitness):
+            return None
+        ranked = sorted(fitness.values(), reverse=True)
+        return ranked[min(self.settings.refine_top, len(ranked)) - 1]
 
     def _run(self, jobs: list[tuple[str, IndividualSpec]], data: RecordingArrays) -> None:
         """Identify ``(cache key, spec)`` jobs through ``map_batches``; results into the cache."""
@@ -170,7 +191,8 @@ class StructureSearch:
         for batch, evals in zip(batches, results):
             for spec, ev in zip(batch, evals):
                 self._cache[keys[spec.key()]] = ev
-        self.n_evaluations_ += len(todo)
+                # a screening refined in the same call counts as two identifications
+                self.n_evaluations_ += 1 + (spec.refine_above is not None and ev.refined)
 
     def _novel(self, ind: Individual, taken: set, rng) -> Individual:
         """A structure not in ``taken``: ``ind`` itself, else one extra mutation of ``ind``
@@ -256,8 +278,11 @@ class StructureSearch:
             best = _evaluation(state["best"]) if state["best"] else None
             self.resumed_from_ = start
             self._cache = {k: _evaluation(v) for k, v in state.get("evaluated", {}).items()}
+        threshold = self._refine_threshold(
+            {r["names"]: r["fitness"] for r in pop_rows if r["generation"] == start - 1}
+        )
         for g in range(start, s.generations):
-            evals = self._evaluate(population, data)
+            evals = self._evaluate(population, data, threshold)
             population = [ind.with_parameters(ev.parameters) for ind, ev in zip(population, evals)]
             fitness = np.array([ev.fitness for ev in evals])
             i_best = int(np.argmax(fitness))
@@ -278,6 +303,7 @@ class StructureSearch:
                 "new_structures": self._new_in_generation,
                 "evaluated_structures": len(self._cache),
             })  # fmt: skip
+            threshold = self._refine_threshold({",".join(ev.structure): ev.fitness for ev in evals})
             if g + 1 < s.generations:
                 population = self._offspring(population, fitness, rng)
             if self.checkpoint_dir:

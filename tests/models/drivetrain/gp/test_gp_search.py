@@ -10,7 +10,7 @@ import pytest
 
 from methods.errors import InputError
 from models.drivetrain.excitation import reference_recording
-from models.drivetrain.gp.evaluate import IndividualSpec, evaluate_batch, identify
+from models.drivetrain.gp.evaluate import IndividualSpec, evaluate_batch, identify, refinement
 from models.drivetrain.gp.search import StructureSearch, as_arrays
 from models.drivetrain.gp.settings import GPSettings, IdentificationSettings
 from models.drivetrain.simulate import simulate
@@ -150,13 +150,19 @@ def test_train_test_split_uses_the_tail_for_fitness(recording):
     assert ev.fitness == pytest.approx(1.0 / (tail * (1.0 + 3.0 * 2)), rel=1e-9)
 
 
-def test_each_structure_is_identified_once_and_populations_have_no_duplicates(recording):
+@pytest.mark.parametrize("at_once", [True, False])
+def test_each_structure_is_identified_once_and_populations_have_no_duplicates(recording, at_once):
     # 16 valid structures in the small function set: 4 x 3 leaves room for novelty
-    search = StructureSearch(population=4, generations=3, seed=3, **SMALL).fit(recording)
+    search = StructureSearch(population=4, generations=3, seed=3, refine_at_once=at_once,
+                             polish_rounds=0, **SMALL).fit(recording)  # fmt: skip
     pop = search.population_history_
     n_structures = pop["codes"].nunique()
-    # screening once per structure plus at most refine_top refinements per generation
-    assert n_structures <= search.n_evaluations_ <= n_structures + 2 * 3
+    n_refined = int(pop.groupby("codes")["refined"].any().sum())
+    # one screening per structure, one refinement per refined structure
+    assert search.n_evaluations_ == n_structures + n_refined
+    if not at_once:  # a second round trip per generation: at most refine_top (2) refinements
+        assert n_refined <= 2 * 3
+    assert search.best_evaluation_.refined  # the answer always has the full identification
     per_generation = pop.groupby("generation")["codes"].agg(lambda c: c.duplicated().sum())
     assert per_generation.sum() == 0  # avoid_duplicates
     assert search.history_["evaluated_structures"].iloc[-1] == n_structures
@@ -295,3 +301,43 @@ def test_settings_refuse_values_outside_their_range(bad, field):
             IdentificationSettings(**bad["identification"])
         else:
             GPSettings(**bad)
+
+
+def test_refining_in_the_screening_call_equals_the_two_call_route(recording):
+    data = as_arrays(recording)
+    ident = replace(SMALL["identification"], screen_nfev=2)  # screening stops far from truth
+    settings = GPSettings(**{**SMALL, "identification": ident})
+    spec = IndividualSpec(("one_mass", "coulomb", "viscous"),
+                          (("J1", 0.015), ("M_C", 0.12), ("f_v", 0.017)))  # fmt: skip
+    screened = identify(spec, data, settings)
+    fine = identify(refinement(screened), data, settings)
+    assert not screened.refined and fine.refined and fine.fitness > screened.fitness
+    for threshold in (-np.inf, screened.fitness):  # reached (at equality too): refined at once
+        at_once = identify(replace(spec, refine_above=threshold), data, settings)
+        assert at_once.refined
+        assert at_once.parameters == fine.parameters and at_once.fitness == fine.fitness
+        assert at_once.nfev == screened.nfev + fine.nfev
+    missed = identify(replace(spec, refine_above=np.nextafter(screened.fitness, np.inf)), data,
+                      settings)  # fmt: skip
+    assert not missed.refined and missed.parameters == screened.parameters
+
+
+def test_new_structures_are_refined_at_once_when_they_reach_the_last_generations_second_best(
+    recording,
+):
+    search = StructureSearch(population=6, generations=4, seed=3, polish_rounds=0,
+                             **SMALL).fit(recording)  # fmt: skip
+    pop = search.population_history_
+    refined_at_once = below = 0
+    for g in range(1, 4):
+        last = pop[pop["generation"] == g - 1].drop_duplicates("codes")
+        threshold = last["fitness"].sort_values(ascending=False).iloc[1]  # refine_top = 2
+        new = pop[(pop["generation"] == g) & ~pop["codes"].isin(pop.loc[pop["generation"] < g,
+                                                                          "codes"])]  # fmt: skip
+        # not refined: the screened fitness missed the threshold; refined: it reached it, and
+        # a refinement (from the screened point, same yardstick) never lowers the fitness
+        assert (new.loc[~new["refined"], "fitness"] < threshold).all()
+        assert (new.loc[new["refined"], "fitness"] >= threshold).all()
+        refined_at_once += int(new["refined"].sum())
+        below += int((~new["refined"]).sum())
+    assert refined_at_once and below  # both branches taken in this search
