@@ -82,7 +82,7 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
         generations=settings.generations,
         seed=study.seed,
         test_fraction=settings.test_fraction,
-        map_batches=drive_tasks.prefect_map_batches,
+        submit_batch=drive_tasks.prefect_submit_batch,
         batch_size=batch_size,
         checkpoint_dir=checkpoint if study.resume else None,
         progress=on_generation,

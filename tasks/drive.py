@@ -1,8 +1,9 @@
 """Prefect tasks of the drive-train structure search (thin over `models.drivetrain.gp`).
 
-The GP loop itself runs in the core (`StructureSearch.fit`); the flow hands it a `map_batches`
+The GP loop itself runs in the core (`StructureSearch.fit`); the flow hands it a `submit_batch`
 that submits one Prefect task per batch of individuals, so a generation's identifications run
-in parallel on the flow's task runner (threads, or Dask worker processes). Evaluating an
+in parallel on the flow's task runner (threads, or Dask worker processes), and the individuals
+bred ahead (`GPSettings.breed_ahead`) keep a worker busy while the search breeds. Evaluating an
 individual is deterministic and has its own iteration and time limits; it is not retried.
 """
 
@@ -71,7 +72,7 @@ def evaluate_individuals(evaluate: Callable[[list], list], batch: Sequence[Any])
     return evaluate(list(batch))
 
 
-def prefect_map_batches(evaluate: Callable[[list], list], batches: list) -> list:
-    """`map_batches` for `StructureSearch`: one task per batch, results in batch order."""
-    futures = [evaluate_individuals.submit(evaluate, batch) for batch in batches]
-    return [future.result() for future in futures]
+def prefect_submit_batch(evaluate: Callable[[list], list], batch: list) -> Any:
+    """`submit_batch` for `StructureSearch`: one task per batch, its Prefect future (the
+    search waits for it when it needs the batch's evaluations)."""
+    return evaluate_individuals.submit(evaluate, batch)

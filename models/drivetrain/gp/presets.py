@@ -93,7 +93,8 @@ def paper_settings(base: GPSettings | None = None, **overrides: Any) -> GPSettin
     mutation probabilities, tolerances, JIT, the per-individual time limit); everything the
     paper fixes is set: population 6, generations 20, ``k_p`` 2, raw roulette selection, no
     elite, no structure cache (every individual re-identified), no duplicate/revisit avoidance,
-    no simplification move, no local search at the end (``polish_rounds``), no held-out tail,
+    no simplification move, no local search at the end (``polish_rounds``), every offspring in
+    the generation it was bred for (``breed_ahead``), no held-out tail,
     initial and maximal trees up to the largest valid structure; identification with one start
     (the inherited parameters), up to 500 residual evaluations, no screening, no prefilter
     (time-domain RSS), no position error. ``overrides`` are further ``GPSettings`` fields (e.g.
@@ -108,7 +109,7 @@ def paper_settings(base: GPSettings | None = None, **overrides: Any) -> GPSettin
     paper = replace(
         base, population=PAPER_POPULATION, generations=PAPER_GENERATIONS, k_p=2.0,
         selection="roulette", n_elite=0, structure_cache=False, avoid_duplicates=False,
-        avoid_revisits=False, simplify_best=False, polish_rounds=0, test_fraction=0.0, max_nodes=largest,
+        avoid_revisits=False, simplify_best=False, polish_rounds=0, breed_ahead=0, test_fraction=0.0, max_nodes=largest,
         init_max_nodes=largest, identification=identification,
     )  # fmt: skip
     return replace(paper, **overrides)

@@ -1,12 +1,9 @@
 """``StructureSearch``: the degenerate GP over drive-train structures (scikit-learn style).
 
-One generation: evaluate every individual -> record history -> offspring: ``n_elite`` best
-unchanged (beyond the paper), ``N_clone ~ B(P - n_elite, p_clone)`` clones and the rest by
-subtree crossover, parents by ``settings.selection`` (tournament by default, the paper's raw
-roulette as an option); then point / insertion / deletion / chromosome mutation of every new
-individual; with ``simplify_best`` one crossover slot goes to a structure one step simpler
-than the best (beyond the paper). Identified parameters are written back into the nodes
-(inheritance: the next identification of a changed structure starts from them).
+One generation: evaluate every individual -> record history -> offspring
+(``models.drivetrain.gp.breeding``: elites, clones and crossover children, mutation, parents by
+``settings.selection``). Identified parameters are written back into the nodes (inheritance:
+the next identification of a changed structure starts from them).
 
 Evaluation (beyond the paper, see ``GPSettings``/``IdentificationSettings``; all switchable):
 each structure is identified once per search (``structure_cache``); new structures get a
@@ -15,12 +12,16 @@ cheap screening identification (``screen_nfev``) and promising ones a full one (
 generation's ``refine_top``-th best, else the ``refine_top`` fittest after the screening); a
 new individual whose structure is already in the population or was identified before is
 mutated again (``avoid_duplicates``/``avoid_revisits``), so every evaluation explores a new
-structure near its parents. Batches for ``map_batches`` are
-balanced by estimated cost (``balanced_batches``), at most ``ceil(population / batch_size)``.
+structure near its parents. Batches are balanced by estimated cost (``balanced_batches``), at
+most ``ceil(population / batch_size)``; with ``breed_ahead`` the last offspring of a breeding
+are bred for the generation after next and started after the next generation's individuals,
+so that an asynchronous backend (``submit_batch``, ``models.drivetrain.gp.dispatch``) keeps
+its workers busy while the search waits for a generation's last identifications and breeds.
 
 Determinism: one ``numpy.random.Generator(seed)`` drives every structural decision in a fixed
 order; identification restarts are seeded by a hash of (seed, structure, start values), so
-results do not depend on evaluation order or on the ``map_batches`` backend. A checkpoint is
+results do not depend on evaluation order, on timing or on the backend (``map_batches`` or
+``submit_batch``). A checkpoint is
 written after every generation (JSON: population with parameters, RNG state, history, the
 evaluated structures); a new search with the same ``checkpoint_dir``, settings, seed and data
 resumes where it stopped and reaches the same result.
@@ -39,7 +40,10 @@ import numpy as np
 import pandas as pd
 
 from methods.errors import InputError
+from models.drivetrain.gp.breeding import initial_population, offspring
 from models.drivetrain.gp.checkpoint import data_fingerprint, load_checkpoint, save_checkpoint
+from models.drivetrain.gp.dispatch import Dispatcher, MapBatches, SubmitBatch
+from models.drivetrain.gp.dispatch import serial_map as serial_map  # re-exported
 from models.drivetrain.gp.evaluate import (
     Evaluation,
     IndividualSpec,
@@ -47,42 +51,13 @@ from models.drivetrain.gp.evaluate import (
     evaluate_batch,
     refinement,
 )
-from models.drivetrain.gp.operators import (
-    crossover,
-    from_structure,
-    mutate,
-    mutate_once,
-    neighbours,
-    random_individual,
-    select,
-    simplifications,
-)
+from models.drivetrain.gp.operators import from_structure, neighbours
 from models.drivetrain.gp.recording import RecordingFile, as_arrays, evaluate_stored
 from models.drivetrain.gp.settings import GPSettings
-from models.drivetrain.gp.tree import Individual, pick
+from models.drivetrain.gp.tree import Individual
 from models.drivetrain.kit import assemble
 from models.drivetrain.product import DriveModel
 from models.drivetrain.simulate import simulate
-
-MapBatches = Callable[[Callable, list], list]
-
-
-def serial_map(fn: Callable, batches: list) -> list:
-    """The default ``map_batches``: evaluate batches one after another in this process."""
-    return [fn(b) for b in batches]
-
-
-def balanced_batches(todo: list[IndividualSpec], n_batches: int) -> list[list[IndividualSpec]]:
-    """Split ``todo`` into at most ``n_batches`` non-empty batches of similar cost (longest
-    processing time first, cost ~ number of parameters squared; deterministic)."""
-    n_batches = max(1, min(n_batches, len(todo)))
-    batches: list[list[IndividualSpec]] = [[] for _ in range(n_batches)]
-    loads = [0.0] * n_batches
-    for spec in sorted(todo, key=lambda sp: (-len(sp.start), sp.key())):
-        i = loads.index(min(loads))
-        batches[i].append(spec)
-        loads[i] += (1 + len(spec.start)) ** 2
-    return batches
 
 
 class StructureSearch:
@@ -90,7 +65,9 @@ class StructureSearch:
 
     Parameters: ``population``, ``generations``, ``seed``, ``test_fraction`` and any other
     :class:`GPSettings` field as keyword (or a whole ``settings``); ``map_batches(fn, batches)
-    -> results`` evaluates batches (lists of :class:`IndividualSpec`) possibly in parallel;
+    -> results`` evaluates batches (lists of :class:`IndividualSpec`) possibly in parallel, or
+    ``submit_batch(fn, batch) -> future`` starts one (``future.result()``: its evaluations);
+    the search is the same on either, only ``submit_batch`` lets work overlap the breeding;
     ``batch_size`` individuals per batch; ``checkpoint_dir`` enables resume; ``progress(g,
     n_generations, best: Evaluation)`` is called after every generation.
 
@@ -105,7 +82,7 @@ class StructureSearch:
     ``models.drivetrain.product.DriveModel``), ``n_evaluations_``, ``resumed_from_``.
 
     ``fit`` takes a recording table, plain ``RecordingArrays`` or a stored ``RecordingFile``;
-    with a file, ``map_batches`` ships the file's path and hash instead of the arrays.
+    with a file, the workers get the file's path and hash instead of the arrays.
     """
 
     def __init__(
@@ -117,6 +94,7 @@ class StructureSearch:
         *,
         settings: GPSettings | None = None,
         map_batches: MapBatches | None = None,
+        submit_batch: SubmitBatch | None = None,
         batch_size: int = 1,
         checkpoint_dir: str | Path | None = None,
         progress: Callable[[int, int, Evaluation], None] | None = None,
@@ -126,7 +104,7 @@ class StructureSearch:
         self.settings = replace(base, population=population, generations=generations,
                                 test_fraction=test_fraction, **overrides)  # fmt: skip
         self.seed = int(seed)
-        self.map_batches = map_batches
+        self.map_batches, self.submit_batch = map_batches, submit_batch
         self.batch_size = max(1, int(batch_size))
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
         self.progress = progress
@@ -135,27 +113,43 @@ class StructureSearch:
     def _key(self, spec: IndividualSpec) -> str:
         return json.dumps(list(spec.structure)) if self.settings.structure_cache else spec.key()
 
+    def _spec(self, ind: Individual, refine_above: float | None) -> IndividualSpec:
+        return IndividualSpec(ind.structure, tuple(sorted(ind.parameters.items())),
+                              refine_above=refine_above)  # fmt: skip
+
+    def _key_of(self, ind: Individual) -> str:
+        return self._key(self._spec(ind, None))
+
     def _evaluate(
         self,
         population: Sequence[Individual],
-        data: RecordingArrays,
         refine_above: float | None = None,
+        ahead: Sequence[Individual] = (),
     ) -> list:
         """Evaluations of ``population`` (new structures identified). With ``refine_above``
         the workers refine the new structures whose screened fitness reaches it in the same
-        call; without, the ``refine_top`` fittest not yet refined ones are refined after."""
-        specs = [IndividualSpec(ind.structure, tuple(sorted(ind.parameters.items())),
-                                refine_above=refine_above) for ind in population]  # fmt: skip
-        todo = {self._key(sp): sp for sp in reversed(specs) if self._key(sp) not in self._cache}
-        self._run(list(todo.items()), data)
-        n_new = len(todo)
+        call; without, the ``refine_top`` fittest not yet refined ones are refined after.
+        ``ahead``: individuals of a later generation, started after these."""
+        known = self._cache.keys() | self._dispatch.pending.keys()
+        # an individual bred ahead keeps the threshold it was started with (after a resume too)
+        specs = [self._spec(ind, self._above.get(self._key_of(ind), refine_above))
+                 for ind in population]  # fmt: skip
+        todo = {self._key(sp): sp for sp in reversed(specs) if self._key(sp) not in known}
+        n_new = len({self._key(sp) for sp in specs} - self._cache.keys())
+        later: dict[str, IndividualSpec] = {}
+        for sp in (self._spec(ind, refine_above) for ind in ahead):
+            if self._key(sp) not in known and self._key(sp) not in todo:
+                later[self._key(sp)] = sp
+                self._above[self._key(sp)] = refine_above
+        self._dispatch.run(list(todo.items()), list(later.items()))
+        self._dispatch.wait([self._key(sp) for sp in specs])
         if self._refining() and refine_above is None:
             ranked: dict[str, Evaluation] = {}
             for sp in specs:
                 ranked.setdefault(self._key(sp), self._cache[self._key(sp)])
             order = sorted(ranked, key=lambda k: (-ranked[k].fitness, k))
             top = [k for k in order[: self.settings.refine_top] if not ranked[k].refined]
-            self._run([(k, refinement(ranked[k])) for k in top], data)
+            self._dispatch.run([(k, refinement(ranked[k])) for k in top])
         self._new_in_generation = n_new
         return [self._cache[self._key(sp)] for sp in specs]
 
@@ -171,15 +165,11 @@ class StructureSearch:
         ranked = sorted(fitness.values(), reverse=True)
         return ranked[min(self.settings.refine_top, len(ranked)) - 1]
 
-    def _run(self, jobs: list[tuple[str, IndividualSpec]], data: RecordingArrays) -> None:
-        """Identify ``(cache key, spec)`` jobs through ``map_batches``; results into the cache."""
-        if not jobs:
-            return
-        keys = {sp.key(): k for k, sp in jobs}
-        todo = sorted((sp for _, sp in jobs), key=lambda sp: sp.key())
-        batches = balanced_batches(todo, -(-self.settings.population // self.batch_size))
+    def _dispatcher(self, data: RecordingArrays) -> Dispatcher:
+        """The search's dispatcher: workers get the data (or, for a stored recording, its path
+        and hash: they read the file once each), settings and seed with every batch."""
         fn: Callable[[list[IndividualSpec]], list[Evaluation]]
-        if isinstance(self._recording, RecordingFile):  # workers read the file, once each
+        if isinstance(self._recording, RecordingFile):
             fn = functools.partial(
                 evaluate_stored, recording=self._recording, settings=self.settings, seed=self.seed
             )
@@ -187,69 +177,8 @@ class StructureSearch:
             fn = functools.partial(
                 evaluate_batch, data=data, settings=self.settings, seed=self.seed
             )
-        results = (self.map_batches or serial_map)(fn, batches)
-        for batch, evals in zip(batches, results):
-            for spec, ev in zip(batch, evals):
-                self._cache[keys[spec.key()]] = ev
-                # a screening refined in the same call counts as two identifications
-                self.n_evaluations_ += 1 + (spec.refine_above is not None and ev.refined)
-
-    def _novel(self, ind: Individual, taken: set, rng) -> Individual:
-        """A structure not in ``taken``: ``ind`` itself, else one extra mutation of ``ind``
-        (up to ``novelty_tries`` draws, each from ``ind``: stay close to the parent), else a
-        chain of mutations (up to ``novelty_tries`` more steps)."""
-        if ind.structure not in taken:
-            return ind
-        tries = self.settings.novelty_tries
-        for _ in range(tries):
-            child = mutate_once(ind, self.settings, rng)
-            if child.structure not in taken:
-                return child
-        for _ in range(tries):
-            ind = mutate_once(ind, self.settings, rng)
-            if ind.structure not in taken:
-                break
-        return ind
-
-    def _initial(self, rng) -> list[Individual]:
-        """Random initial trees; with ``avoid_duplicates`` a repeated structure is redrawn
-        (up to ``novelty_tries`` times)."""
-        population: list[Individual] = []
-        for _ in range(self.settings.population):
-            ind = random_individual(self.settings, rng)
-            for _ in range(self.settings.novelty_tries if self.settings.avoid_duplicates else 0):
-                if ind.structure not in {i.structure for i in population}:
-                    break
-                ind = random_individual(self.settings, rng)
-            population.append(ind)
-        return population
-
-    def _offspring(self, population: list[Individual], fitness: np.ndarray, rng) -> list:
-        s = self.settings
-        order = np.argsort(-fitness, kind="stable")
-        elites = [population[i] for i in order[: s.n_elite]]
-        n_rest = s.population - s.n_elite
-        n_clone = int(rng.binomial(n_rest, s.p_clone))
-        new = [population[i] for i in select(fitness, rng, n_clone, s)]
-        for _ in range(n_rest - n_clone):
-            a, b = select(fitness, rng, 2, s)
-            new.append(crossover(population[a], population[b], s, rng))
-        out = list(elites)
-        seen = {ev.structure for ev in self._cache.values()}
-        if s.simplify_best and new:
-            simpler = [
-                c for c in simplifications(population[order[0]], s) if c.structure not in seen
-            ]
-            if simpler:  # one slot (a crossover child, else a clone) tries a simpler best
-                out.append(pick(rng, simpler))
-                new.pop()
-        for ind in new:
-            ind = mutate(ind, s, rng)
-            taken = ({i.structure for i in out} if s.avoid_duplicates else set()) | (
-                seen if s.avoid_revisits else set()
-            )
-            out.append(self._novel(ind, taken, rng) if taken else ind)
-        return out
+        return Dispatcher(fn, self._cache, -(-self.settings.population // self.batch_size),
+                          map_batches=self.map_batches, submit_batch=self.submit_batch)  # fmt: skip
 
     # -- the search -------------------------------------------------------------------------
     def fit(self, recording: Any) -> StructureSearch:
@@ -258,68 +187,90 @@ class StructureSearch:
         self._recording = recording
         s = self.settings
         self._cache: dict[str, Evaluation] = {}
-        self.n_evaluations_ = 0
+        self._above: dict[str, float | None] = {}  # refine_above of individuals bred ahead
+        self._dispatch = self._dispatcher(data)
         fingerprint = {"settings": s.to_dict(), "seed": self.seed, "data": data_fingerprint(data)}
         state = load_checkpoint(self.checkpoint_dir, fingerprint) if self.checkpoint_dir else None
         self.resumed_from_ = None
+        ahead: list[Individual] = []
         if state is None:
             rng = np.random.default_rng(self.seed)
-            population = self._initial(rng)
+            population = initial_population(s, rng)
             start, history, pop_rows, best = 0, [], [], None
         else:
-            rng = np.random.default_rng()
-            rng.bit_generator.state = state["rng"]
-            population = [Individual.from_dict(d) for d in state["population"]]
+            rng, population, ahead, best = self._restore(state)
             start, history, pop_rows = (
-                state["generation"],
-                state["history"],
-                state["population_rows"],
-            )
-            best = _evaluation(state["best"]) if state["best"] else None
-            self.resumed_from_ = start
-            self._cache = {k: _evaluation(v) for k, v in state.get("evaluated", {}).items()}
+                state["generation"], state["history"], state["population_rows"]
+            )  # fmt: skip
         threshold = self._refine_threshold(
             {r["names"]: r["fitness"] for r in pop_rows if r["generation"] == start - 1}
         )
         for g in range(start, s.generations):
-            evals = self._evaluate(population, data, threshold)
+            evals = self._evaluate(population, threshold, ahead)
             population = [ind.with_parameters(ev.parameters) for ind, ev in zip(population, evals)]
             fitness = np.array([ev.fitness for ev in evals])
-            i_best = int(np.argmax(fitness))
-            if best is None or evals[i_best].fitness > best.fitness:
-                best = evals[i_best]
-            for i, ev in enumerate(evals):
-                pop_rows.append({"generation": g, "index": i, "codes": _codes(ev),
-                                 "names": ",".join(ev.structure), "fitness": ev.fitness,
-                                 "rss": ev.rss, "n_params": ev.n_params, "nfev": ev.nfev,
-                                 "wall_s": ev.wall_s, "refined": ev.refined,
-                                 "parameters": ev.parameters})  # fmt: skip
-            gen_best = evals[i_best]
-            history.append({
-                "generation": g, "best_fitness": gen_best.fitness, "best_rss": gen_best.rss,
-                "best_codes": _codes(gen_best), "best_names": ",".join(gen_best.structure),
-                "overall_best_fitness": best.fitness, "overall_best_codes": _codes(best),
-                "overall_best_names": ",".join(best.structure),
-                "new_structures": self._new_in_generation,
-                "evaluated_structures": len(self._cache),
-            })  # fmt: skip
+            best = self._record(g, evals, best, history, pop_rows)
             threshold = self._refine_threshold({",".join(ev.structure): ev.fitness for ev in evals})
             if g + 1 < s.generations:
-                population = self._offspring(population, fitness, rng)
+                n_ahead = min(s.breed_ahead, s.population - s.n_elite - 1)
+                n_ahead = n_ahead if g + 2 < s.generations else 0
+                seen = {ev.structure for ev in self._cache.values()}
+                population, ahead = offspring(population, fitness, rng, s, seen, ahead, n_ahead)
             if self.checkpoint_dir:
+                pending = {k: self._above[k] for k in map(self._key_of, population)
+                           if k in self._above and k not in self._cache}  # fmt: skip
                 save_checkpoint(self.checkpoint_dir, {
                     "fingerprint": fingerprint, "generation": g + 1, "rng": rng.bit_generator.state,
                     "population": [ind.to_dict() for ind in population], "history": history,
                     "population_rows": pop_rows, "best": best.to_dict(),
                     "evaluated": {k: ev.to_dict() for k, ev in self._cache.items()},
+                    "ahead": [ind.to_dict() for ind in ahead], "refine_above": pending,
                 })  # fmt: skip
             if self.progress:
                 self.progress(g, s.generations, best)
         if best is None:  # generations <= the checkpoint's: nothing was evaluated
             raise InputError("the search evaluated no generation (check generations)")
+        self._dispatch.wait(list(self._dispatch.pending))  # none is left: a safety net
         best = self._polish(best, data)
+        self.n_evaluations_ = self._dispatch.n_identifications
         self._finish(best, history, pop_rows, data)
         return self
+
+    def _restore(self, state: dict) -> tuple[Any, list, list, Evaluation | None]:
+        """RNG, population, individuals bred ahead and best of a checkpoint; its evaluations
+        into the cache."""
+        rng = np.random.default_rng()
+        rng.bit_generator.state = state["rng"]
+        population = [Individual.from_dict(d) for d in state["population"]]
+        ahead = [Individual.from_dict(d) for d in state.get("ahead", [])]
+        self.resumed_from_ = state["generation"]
+        self._cache.update({k: _evaluation(v) for k, v in state.get("evaluated", {}).items()})
+        self._above.update(state.get("refine_above", {}))
+        best = _evaluation(state["best"]) if state["best"] else None
+        return rng, population, ahead, best
+
+    def _record(self, g: int, evals: list, best: Evaluation | None, history: list,
+                pop_rows: list) -> Evaluation:  # fmt: skip
+        """Append generation ``g``'s rows to ``pop_rows`` and ``history``; the best so far."""
+        i_best = int(np.argmax([ev.fitness for ev in evals]))
+        if best is None or evals[i_best].fitness > best.fitness:
+            best = evals[i_best]
+        for i, ev in enumerate(evals):
+            pop_rows.append({"generation": g, "index": i, "codes": _codes(ev),
+                             "names": ",".join(ev.structure), "fitness": ev.fitness,
+                             "rss": ev.rss, "n_params": ev.n_params, "nfev": ev.nfev,
+                             "wall_s": ev.wall_s, "refined": ev.refined,
+                             "parameters": ev.parameters})  # fmt: skip
+        gen_best = evals[i_best]
+        history.append({
+            "generation": g, "best_fitness": gen_best.fitness, "best_rss": gen_best.rss,
+            "best_codes": _codes(gen_best), "best_names": ",".join(gen_best.structure),
+            "overall_best_fitness": best.fitness, "overall_best_codes": _codes(best),
+            "overall_best_names": ",".join(best.structure),
+            "new_structures": self._new_in_generation,
+            "evaluated_structures": len(self._cache),
+        })  # fmt: skip
+        return best
 
     def _polish(self, best: Evaluation, data: RecordingArrays) -> Evaluation:
         """Local search after the last generation (``GPSettings.polish_rounds``): evaluate the
@@ -331,7 +282,7 @@ class StructureSearch:
             candidates = neighbours(centre, self.settings)
             if not candidates:
                 break
-            evals = self._evaluate(candidates, data)
+            evals = self._evaluate(candidates)
             i = int(np.argmax([ev.fitness for ev in evals]))
             moved = evals[i].fitness > best.fitness
             rows += [{"round": r, "codes": _codes(ev), "names": ",".join(ev.structure),

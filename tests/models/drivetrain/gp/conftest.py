@@ -1,10 +1,13 @@
-"""Fixtures of the GP tests: a two-process ``map_batches`` like the benchmark's and the flow's."""
+"""Fixtures of the GP tests: a two-process ``map_batches`` (the search is the same as on the
+benchmark's and the flow's asynchronous ``submit_batch``, see ``models.drivetrain.gp.dispatch``)."""
 
 from __future__ import annotations
 
 from concurrent.futures import ProcessPoolExecutor
 
 import pytest
+
+from models.drivetrain.excitation import reference_recording
 
 
 @pytest.fixture
@@ -17,3 +20,10 @@ def process_map():
             return list(pool.map(fn, batches))
 
         yield map_batches
+
+
+@pytest.fixture(scope="module")
+def recording():
+    """A short record of a simple truth, {one_mass, coulomb, viscous} (each simulation ~1 ms:
+    keeps the search tests fast)."""
+    return reference_recording(["one_mass", "viscous", "coulomb"], duration=0.6)

@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-import models.drivetrain.gp.search as search_module
+import models.drivetrain.gp.breeding as breeding_module
+from models.drivetrain.gp.breeding import offspring
 from models.drivetrain.gp.search import StructureSearch
 
 POPULATION, N_ELITE, P_CLONE, N_GEN = 20, 2, 0.5, 4000
@@ -42,20 +43,20 @@ def _chi2_pvalue(counts: np.ndarray, n: int, p: float) -> float:
 
 
 def test_clone_count_is_binomial(monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(search_module, "crossover", lambda a, b, s, rng: object())
-    monkeypatch.setattr(search_module, "mutate", lambda ind, s, rng: ind)
+    monkeypatch.setattr(breeding_module, "crossover", lambda a, b, s, rng: object())
+    monkeypatch.setattr(breeding_module, "mutate", lambda ind, s, rng: ind)
     gp = StructureSearch(
         POPULATION, 1, seed=0, n_elite=N_ELITE, p_clone=P_CLONE,
         simplify_best=False, avoid_duplicates=False, avoid_revisits=False,
     )  # fmt: skip
-    gp._cache = {}
     rng = np.random.default_rng(12345)
     population = [object() for _ in range(POPULATION)]
     n_rest = POPULATION - N_ELITE
     counts = np.zeros(n_rest + 1)
     for _ in range(N_GEN):
         fitness = rng.normal(size=POPULATION)
-        out = gp._offspring(population, fitness, rng)
+        out, ahead = offspring(population, fitness, rng, gp.settings, set())
+        assert ahead == []
         assert len(out) == POPULATION
         members = {id(x) for x in population}
         counts[sum(id(x) in members for x in out[N_ELITE:])] += 1

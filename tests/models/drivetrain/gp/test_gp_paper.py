@@ -26,6 +26,7 @@ PAPER_GP = {
     "avoid_revisits": False,
     "simplify_best": False,  # ... and no simplification move
     "polish_rounds": 0,  # ... nor a local search after the last generation
+    "breed_ahead": 0,  # §3.2: each offspring belongs to the generation it was bred for
     "test_fraction": 0.0,  # §5: a training/test separation "could improve" (future work)
     # §3.1 step 2: initial trees of 1 up to "the maximal possible number of submodels that
     # leads to a model with all features enabled": one ladder + codes 5-11 = 8 nodes; no

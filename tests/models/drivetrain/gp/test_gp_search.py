@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import pickle
 from dataclasses import replace
 
@@ -10,7 +11,7 @@ import pytest
 
 from methods.errors import InputError
 from models.drivetrain.excitation import reference_recording
-from models.drivetrain.gp.evaluate import IndividualSpec, evaluate_batch, identify, refinement
+from models.drivetrain.gp.evaluate import IndividualSpec, evaluate_batch, identify
 from models.drivetrain.gp.search import StructureSearch, as_arrays
 from models.drivetrain.gp.settings import GPSettings, IdentificationSettings
 from models.drivetrain.simulate import simulate
@@ -20,13 +21,6 @@ SMALL = dict(
     allowed=("one_mass", "two_mass", "coulomb", "viscous", "gravity"),
     identification=IdentificationSettings(n_starts=1, max_nfev=15, jit=False),
 )
-
-
-@pytest.fixture(scope="module")
-def recording():
-    # short record of a simple truth keeps these tests fast (each simulation ~1 ms)
-    df = reference_recording(["one_mass", "viscous", "coulomb"], duration=0.6)
-    return df
 
 
 def test_identify_recovers_truth_from_a_perturbed_start(recording):
@@ -44,7 +38,6 @@ def test_identify_recovers_truth_from_a_perturbed_start(recording):
 
 
 def test_evaluate_batch_is_picklable_and_pure(recording):
-    import functools
 
     data = as_arrays(recording)
     fn = functools.partial(evaluate_batch, data=data, settings=GPSettings(**SMALL), seed=0)
@@ -301,43 +294,3 @@ def test_settings_refuse_values_outside_their_range(bad, field):
             IdentificationSettings(**bad["identification"])
         else:
             GPSettings(**bad)
-
-
-def test_refining_in_the_screening_call_equals_the_two_call_route(recording):
-    data = as_arrays(recording)
-    ident = replace(SMALL["identification"], screen_nfev=2)  # screening stops far from truth
-    settings = GPSettings(**{**SMALL, "identification": ident})
-    spec = IndividualSpec(("one_mass", "coulomb", "viscous"),
-                          (("J1", 0.015), ("M_C", 0.12), ("f_v", 0.017)))  # fmt: skip
-    screened = identify(spec, data, settings)
-    fine = identify(refinement(screened), data, settings)
-    assert not screened.refined and fine.refined and fine.fitness > screened.fitness
-    for threshold in (-np.inf, screened.fitness):  # reached (at equality too): refined at once
-        at_once = identify(replace(spec, refine_above=threshold), data, settings)
-        assert at_once.refined
-        assert at_once.parameters == fine.parameters and at_once.fitness == fine.fitness
-        assert at_once.nfev == screened.nfev + fine.nfev
-    missed = identify(replace(spec, refine_above=np.nextafter(screened.fitness, np.inf)), data,
-                      settings)  # fmt: skip
-    assert not missed.refined and missed.parameters == screened.parameters
-
-
-def test_new_structures_are_refined_at_once_when_they_reach_the_last_generations_second_best(
-    recording,
-):
-    search = StructureSearch(population=6, generations=4, seed=3, polish_rounds=0,
-                             **SMALL).fit(recording)  # fmt: skip
-    pop = search.population_history_
-    refined_at_once = below = 0
-    for g in range(1, 4):
-        last = pop[pop["generation"] == g - 1].drop_duplicates("codes")
-        threshold = last["fitness"].sort_values(ascending=False).iloc[1]  # refine_top = 2
-        new = pop[(pop["generation"] == g) & ~pop["codes"].isin(pop.loc[pop["generation"] < g,
-                                                                          "codes"])]  # fmt: skip
-        # not refined: the screened fitness missed the threshold; refined: it reached it, and
-        # a refinement (from the screened point, same yardstick) never lowers the fitness
-        assert (new.loc[~new["refined"], "fitness"] < threshold).all()
-        assert (new.loc[new["refined"], "fitness"] >= threshold).all()
-        refined_at_once += int(new["refined"].sum())
-        below += int((~new["refined"]).sum())
-    assert refined_at_once and below  # both branches taken in this search
