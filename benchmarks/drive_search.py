@@ -6,7 +6,7 @@
                                              [--search [--search-seeds N]]
 
 ``speed``: one whole search with 1 worker and with ``--workers`` workers (both through a
-``ProcessPoolExecutor`` ``map_batches``, same seed); prints wall times, the ratio, and checks
+``ProcessPoolExecutor`` ``submit_batch``, same seed); prints wall times, the ratio, and checks
 that both give the same result. ``rates``: searches on the paper's reference recording
 (velocity noise = percent of the noise-free velocity range, seed 1000 + search seed) for seeds
 0..n-1; prints how often the exact structure {two_mass, coulomb, viscous, stribeck} wins and
@@ -69,17 +69,14 @@ EMPS = emps_path()
 
 
 class ProcessMap:
-    """``submit_batch`` (and ``map_batches``) on a fresh process pool (workers keep their
-    compiled simulators); ``in_map_s``: wall time the search waits for its workers (in a map
-    call or a future's result), ``busy_s``: the identifications' own wall times summed, so a
-    search's wall time minus ``busy_s / workers`` is the time a worker has nothing to do."""
+    """``submit_batch`` on a fresh process pool (workers keep their compiled simulators);
+    ``in_map_s``: wall time the search waits for its workers (in a future's result),
+    ``busy_s``: the identifications' own wall times summed, so a search's wall time minus
+    ``busy_s / workers`` is the time a worker has nothing to do."""
 
     def __init__(self, workers: int) -> None:
         self.pool = ProcessPoolExecutor(max_workers=workers)
         self.in_map_s = self.busy_s = 0.0
-
-    def __call__(self, fn, batches):
-        return [self._wait(future) for future in [self.pool.submit(fn, b) for b in batches]]
 
     def submit(self, fn, batch):
         future = self.pool.submit(fn, batch)

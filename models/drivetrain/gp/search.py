@@ -131,8 +131,9 @@ class StructureSearch:
         call; without, the ``refine_top`` fittest not yet refined ones are refined after.
         ``ahead``: individuals of a later generation, started after these."""
         known = self._cache.keys() | self._dispatch.pending.keys()
-        # an individual bred ahead keeps the threshold it was started with (after a resume too)
-        specs = [self._spec(ind, self._above.get(self._key_of(ind), refine_above))
+        # an individual bred ahead that a resume starts again keeps the threshold it was first
+        # started with (while it runs, it is pending and not started again)
+        specs = [self._spec(ind, self._resumed_above.get(self._key_of(ind), refine_above))
                  for ind in population]  # fmt: skip
         todo = {self._key(sp): sp for sp in reversed(specs) if self._key(sp) not in known}
         n_new = len({self._key(sp) for sp in specs} - self._cache.keys())
@@ -140,7 +141,6 @@ class StructureSearch:
         for sp in (self._spec(ind, refine_above) for ind in ahead):
             if self._key(sp) not in known and self._key(sp) not in todo:
                 later[self._key(sp)] = sp
-                self._above[self._key(sp)] = refine_above
         self._dispatch.run(list(todo.items()), list(later.items()))
         self._dispatch.wait([self._key(sp) for sp in specs])
         if self._refining() and refine_above is None:
@@ -187,7 +187,7 @@ class StructureSearch:
         self._recording = recording
         s = self.settings
         self._cache: dict[str, Evaluation] = {}
-        self._above: dict[str, float | None] = {}  # refine_above of individuals bred ahead
+        self._resumed_above: dict[str, float | None] = {}  # see _restore
         self._dispatch = self._dispatcher(data)
         fingerprint = {"settings": s.to_dict(), "seed": self.seed, "data": data_fingerprint(data)}
         state = load_checkpoint(self.checkpoint_dir, fingerprint) if self.checkpoint_dir else None
@@ -217,8 +217,8 @@ class StructureSearch:
                 seen = {ev.structure for ev in self._cache.values()}
                 population, ahead = offspring(population, fitness, rng, s, seen, ahead, n_ahead)
             if self.checkpoint_dir:
-                pending = {k: self._above[k] for k in map(self._key_of, population)
-                           if k in self._above and k not in self._cache}  # fmt: skip
+                # the individuals bred ahead that are still running, with their thresholds
+                pending = {k: sp.refine_above for k, (_, sp) in self._dispatch.pending.items()}
                 save_checkpoint(self.checkpoint_dir, {
                     "fingerprint": fingerprint, "generation": g + 1, "rng": rng.bit_generator.state,
                     "population": [ind.to_dict() for ind in population], "history": history,
@@ -238,14 +238,15 @@ class StructureSearch:
 
     def _restore(self, state: dict) -> tuple[Any, list, list, Evaluation | None]:
         """RNG, population, individuals bred ahead and best of a checkpoint; its evaluations
-        into the cache."""
+        into the cache, and into ``_resumed_above`` the refinement thresholds of the individuals
+        bred ahead that were still running when it was written."""
         rng = np.random.default_rng()
         rng.bit_generator.state = state["rng"]
         population = [Individual.from_dict(d) for d in state["population"]]
         ahead = [Individual.from_dict(d) for d in state.get("ahead", [])]
         self.resumed_from_ = state["generation"]
         self._cache.update({k: _evaluation(v) for k, v in state.get("evaluated", {}).items()})
-        self._above.update(state.get("refine_above", {}))
+        self._resumed_above.update(state.get("refine_above", {}))
         best = _evaluation(state["best"]) if state["best"] else None
         return rng, population, ahead, best
 
