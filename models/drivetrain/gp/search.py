@@ -41,6 +41,7 @@ import pandas as pd
 
 from methods.errors import InputError
 from models.drivetrain.gp.breeding import initial_population, offspring
+from models.drivetrain.gp.checkpoint import FILE as CHECKPOINT_FILE
 from models.drivetrain.gp.checkpoint import data_fingerprint, load_checkpoint, save_checkpoint
 from models.drivetrain.gp.dispatch import Dispatcher, MapBatches, SubmitBatch
 from models.drivetrain.gp.dispatch import serial_map as serial_map  # re-exported
@@ -191,7 +192,7 @@ class StructureSearch:
         self._dispatch = self._dispatcher(data)
         fingerprint = {"settings": s.to_dict(), "seed": self.seed, "data": data_fingerprint(data)}
         state = load_checkpoint(self.checkpoint_dir, fingerprint) if self.checkpoint_dir else None
-        self.resumed_from_ = None
+        self.resumed_from_: int | None = None
         ahead: list[Individual] = []
         if state is None:
             rng = np.random.default_rng(self.seed)
@@ -239,15 +240,38 @@ class StructureSearch:
     def _restore(self, state: dict) -> tuple[Any, list, list, Evaluation | None]:
         """RNG, population, individuals bred ahead and best of a checkpoint; its evaluations
         into the cache, and into ``_resumed_above`` the refinement thresholds of the individuals
-        bred ahead that were still running when it was written."""
-        rng = np.random.default_rng()
-        rng.bit_generator.state = state["rng"]
-        population = [Individual.from_dict(d) for d in state["population"]]
-        ahead = [Individual.from_dict(d) for d in state.get("ahead", [])]
-        self.resumed_from_ = state["generation"]
-        self._cache.update({k: _evaluation(v) for k, v in state.get("evaluated", {}).items()})
-        self._resumed_above.update(state.get("refine_above", {}))
-        best = _evaluation(state["best"]) if state["best"] else None
+        bred ahead that were still running when it was written. A field that does not parse
+        is an ``InputError`` naming the file and the field (the file is left as it is)."""
+        field = "rng"
+        try:
+            rng = np.random.default_rng()
+            rng.bit_generator.state = state["rng"]
+            field = "population"
+            population = [Individual.from_dict(d) for d in state["population"]]
+            _ = [ind.structure for ind in population]  # every node a known submodel
+            field = "ahead"
+            ahead = [Individual.from_dict(d) for d in state.get("ahead", [])]
+            _ = [ind.structure for ind in ahead]
+            field = "evaluated"
+            evaluated = {k: _evaluation(v) for k, v in state.get("evaluated", {}).items()}
+            field = "refine_above"
+            above = {str(k): _threshold(v) for k, v in state.get("refine_above", {}).items()}
+            field = "best"
+            best = _evaluation(state["best"]) if state["best"] else None
+            field = "generation"
+            self.resumed_from_ = int(state["generation"])
+            field = "history"
+            if not isinstance(state["history"], list):
+                raise TypeError("not a list")
+            field = "population_rows"
+            for r in state["population_rows"]:  # what a resume reads of them
+                _ = (int(r["generation"]), str(r["names"]), float(r["fitness"]))
+        except (KeyError, TypeError, ValueError, AttributeError, InputError) as exc:
+            path = Path(self.checkpoint_dir or ".") / CHECKPOINT_FILE
+            raise InputError(f"{path}: damaged checkpoint, field {field!r} ({exc!r}); delete "
+                             "it to start over") from None  # fmt: skip
+        self._cache.update(evaluated)
+        self._resumed_above.update(above)
         return rng, population, ahead, best
 
     def _record(self, g: int, evals: list, best: Evaluation | None, history: list,
@@ -335,6 +359,15 @@ class StructureSearch:
                 "fitness": self.best_fitness_, "generations": self.settings.generations,
                 "settings": self.settings.to_dict(), "seed": self.seed,
                 "state_space": self.state_space_}  # fmt: skip
+
+
+def _threshold(value: Any) -> float | None:
+    """A refinement threshold read from a checkpoint: None or a number (not NaN)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        raise ValueError(f"not a fitness threshold: {value!r}")
+    return float(value)
 
 
 def _evaluation(d: dict) -> Evaluation:

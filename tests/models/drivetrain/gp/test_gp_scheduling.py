@@ -137,3 +137,52 @@ def _submit(pool, log, fn, batch):
         if not spec.refine:
             log.setdefault(",".join(spec.structure), spec.refine_above)
     return pool.submit(fn, batch)
+
+
+@pytest.mark.parametrize(
+    "field, damage",
+    [
+        ("refine_above", lambda state: {k: "abc" for k in state["refine_above"]}),
+        ("refine_above", lambda state: {k: float("nan") for k in state["refine_above"]}),
+        ("ahead", lambda state: [{"nodes": "not a tree"}]),
+        (
+            "population",
+            lambda state: [{"nodes": [{"kind": "rm -rf /", "parent": 0, "params": {}}]}],
+        ),
+        ("population_rows", lambda state: [{"generation": "x"}]),
+    ],
+)
+def test_a_damaged_checkpoint_is_refused_by_name_and_left_as_it_is(
+    recording, tmp_path, field, damage
+):
+    import json
+
+    from methods.errors import InputError
+    from models.drivetrain.gp.checkpoint import FILE
+
+    kwargs = dict(population=5, generations=4, seed=7, polish_rounds=0, **SMALL)
+
+    def kill_after_two(g, n, best):
+        if g == 1:
+            raise _Killed
+
+    with pytest.raises(_Killed):
+        StructureSearch(checkpoint_dir=tmp_path, progress=kill_after_two, **kwargs).fit(recording)
+    path = tmp_path / FILE
+    state = json.loads(path.read_text())
+    assert state["ahead"] and state["refine_above"]  # killed with one bred ahead running
+    state[field] = damage(state)
+    text = json.dumps(state)
+    path.write_text(text)
+    with pytest.raises(InputError, match=rf"{FILE}: damaged checkpoint, field '{field}'"):
+        StructureSearch(checkpoint_dir=tmp_path, **kwargs).fit(recording)
+    assert path.read_text() == text
+
+
+def test_more_bred_ahead_than_a_generation_has_room_for_is_capped(recording):
+    # breed_ahead is capped at population - n_elite - 1: every generation keeps one offspring
+    # bred for itself, and every population stays full
+    search = StructureSearch(population=4, generations=4, seed=3, breed_ahead=100,
+                             polish_rounds=0, **SMALL).fit(recording)  # fmt: skip
+    sizes = search.population_history_.groupby("generation").size()
+    assert sizes.tolist() == [4, 4, 4, 4]

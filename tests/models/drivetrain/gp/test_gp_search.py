@@ -283,6 +283,7 @@ def test_polish_moves_a_search_that_ended_one_step_off_to_the_truth(recording):
     "bad, field",
     [
         ({"polish_rounds": -1}, "polish_rounds"),
+        ({"breed_ahead": -1}, "breed_ahead"),
         ({"identification": {"jit_opt": "-O3"}}, "jit_opt"),
         ({"identification": {"jit_opt": "auto; rm -rf /"}}, "jit_opt"),
     ],
