@@ -58,6 +58,8 @@ bench: install
 	PYTHONPATH=. $(BIN)/python benchmarks/drive_profile.py profile --repeats 1
 	PYTHONPATH=. $(BIN)/python benchmarks/drive_profile.py baseline --repeats 3
 	PYTHONPATH=. $(BIN)/python benchmarks/drive_jit.py --repeats 3
+	PYTHONPATH=. $(BIN)/python benchmarks/drive_timeline.py --repeats 3
+	PYTHONPATH=. $(BIN)/python benchmarks/drive_timeline.py --refine-at-once off --breed-ahead 0 --repeats 3
 	PYTHONPATH=. $(BIN)/python benchmarks/emps_validation.py --repeats 3
 	PYTHONPATH=. $(BIN)/python benchmarks/paper_modes.py --seeds 5 --repeats 1
 	PYTHONPATH=. $(BIN)/python benchmarks/readme_figures.py

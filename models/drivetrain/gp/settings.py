@@ -128,8 +128,8 @@ class GPSettings:
       ``refine_top`` fittest after screening). ``False``: every generation refines its
       ``refine_top`` fittest not yet refined structures after its screening, a second round
       trip in which all but ``refine_top`` workers idle. Measured on the reference (10 x 10,
-      2 workers): that round trip was half of the idle worker time, ~0.5 s of a 10 s search
-      (``benchmarks/drive_search.py speed``).
+      2 workers, ``benchmarks/drive_timeline.py --refine-at-once off|on --breed-ahead 0``):
+      the wall time not covered by the identifications' work fell from 1.00 to 0.61 s.
     - ``breed_ahead`` (0 = off; at most ``population - n_elite - 1`` are used): the last
       ``breed_ahead`` offspring of each breeding are bred
       for the generation after next: they are started after the next generation's
@@ -138,9 +138,9 @@ class GPSettings:
       of a generation has work while the search waits for the other workers and breeds. The
       search does not depend on the backend or on timing: a synchronous ``map_batches`` gives
       the same result (without the overlap). Measured on the reference (10 x 10, 2 workers,
-      ``benchmarks/drive_search.py speed``): the end of each generation's screening left one
-      worker idle, 0.67 worker-seconds of a 9 s search; with ``breed_ahead = 1`` the wall time
-      not covered by the identifications fell from 0.63 to 0.38 s.
+      ``benchmarks/drive_timeline.py --breed-ahead 0|1``): the workers' time between batches
+      fell from 0.75 to 0.33 worker-seconds and the wall time not covered by the
+      identifications' work from 0.61 to 0.31 s.
     - ``simplify_best``: one offspring slot per generation (taken from the crossover children)
       goes to a not yet identified structure one step simpler than the population's best
       (one non-mass submodel deleted, or one inertia fewer; ``operators.simplifications``),
