@@ -2,8 +2,8 @@
 
 Only regular files directly in the inbox are read. Symlinks are never followed (checked with
 `lstat` at scan time, and the file is opened with `O_NOFOLLOW`), folders are not descended,
-hidden files (`.name`) and editor backups (`name~`) are left alone (uploads in progress often
-use such names).
+hidden files (`.name`), editor backups (`name~`) and uploads in progress (`name.csv.part`:
+the uploader renames the file when it is complete) are left alone.
 """
 
 from __future__ import annotations
@@ -17,6 +17,9 @@ from pathlib import Path
 
 from ingestion.errors import IngestError
 from ingestion.names import display_name
+
+#: an upload in progress: never taken (the uploader renames the file when it is complete)
+PART_SUFFIX = ".part"
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,11 @@ def scan_inbox(
                 reason = "not a regular file"
             elif entry.name.startswith(".") or entry.name.endswith("~"):
                 reason = "hidden or temporary file: left alone"
+            elif entry.name.lower().endswith(PART_SUFFIX):
+                reason = (
+                    f"upload in progress ({PART_SUFFIX}): never taken; the uploader renames it "
+                    "to its .csv/.parquet name when complete"
+                )
             else:
                 age = now - entry.stat(follow_symlinks=False).st_mtime
                 if age < settle_seconds:

@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 import pyarrow.parquet as pq
 
+from ingestion.campaign_shape import grown_from, part_shape, prefix_sha256, shape_of, shape_problem
 from ingestion.errors import IngestError
 from ingestion.inbox import FileIdentity, hash_file, unchanged
 from ingestion.layout import (
@@ -27,7 +28,7 @@ from ingestion.layout import (
     free_name,
     part_path,
 )
-from ingestion.ledger import Ledger
+from ingestion.ledger import Ledger, current_ingested
 from ingestion.moves import move_no_overwrite, same_file
 from ingestion.names import display_name, safe_name
 from ingestion.results import FileOutcome, Status
@@ -42,6 +43,7 @@ from ingestion.rules import (
     validate,
 )
 from ingestion.staging import stage_copy
+from ingestion.withdraw import take_out
 from schemas.errors import DataError
 from schemas.lab_files import FileLimits, check_size, read_limited, table_columns
 from schemas.storage import fsync_dir, write_parquet_atomic, write_text_atomic
@@ -58,10 +60,11 @@ class Job:
         self.inbox, self.root, self.dry_run, self.limits = inbox, data_root, dry_run, limits
         self.ledger = Ledger(data_root / LEDGER)
         records = self.ledger.read()
-        self.ingested = {r["sha256"]: r for r in records if r.get("status") == "ingested"}
+        self.ingested = current_ingested(records)  # in the dataset now (withdrawals applied)
         self.duplicates = {
             (r["sha256"], r["name"]) for r in records if r.get("status") == "duplicate"
         }
+        self.shapes: dict[str, dict[str, list[Any]] | None] = {}
 
     # -- entry point for one file --
     def process(self, name: str, path: Path, sha: str, identity: FileIdentity) -> FileOutcome:
@@ -114,9 +117,37 @@ class Job:
             return self._quarantine(
                 name, staged, sha, str(name_problem), original=path, identity=identity
             )
-        return self._ingest(name, staged, sha, study, campaign, table, path, identity)
+        grown = grown_from(self.root, self.ingested, name, staged, identity.size)
+        replaces = str(grown["sha256"]) if grown is not None else None
+        misfit = self._misfit(shown, study, campaign, table, replaces)
+        if misfit is not None:
+            return self._quarantine(name, staged, sha, misfit, original=path, identity=identity)
+        self.shapes.setdefault(sha, shape_of(study, table))
+        return self._ingest(name, staged, sha, study, campaign, table, path, identity, replaces)
 
-    def _drop_original(self, name: str, path: Path, identity: FileIdentity) -> str:
+    def _misfit(
+        self, shown: str, study: Study, campaign: str, table: pd.DataFrame, replaces: str | None
+    ) -> str | None:
+        """Why the file does not fit its campaign's data (`ingestion.campaign_shape`)."""
+        for sha, record in self.ingested.items():
+            if sha == replaces or (record.get("study"), record.get("campaign")) != (
+                study.value,
+                campaign,
+            ):
+                continue
+            if sha not in self.shapes:
+                self.shapes[sha] = part_shape(self.root, record)
+            reference = self.shapes[sha]
+            if not reference:
+                continue  # drive, or a part that cannot be read: nothing to compare with
+            first = f"{display_name(str(record.get('name')))} ({sha[:12]})"
+            return shape_problem(shown, study.value, campaign, shape_of(study, table),
+                                 reference, first)  # fmt: skip
+        return None
+
+    def _drop_original(
+        self, name: str, path: Path, identity: FileIdentity, sha: str | None = None
+    ) -> str:
         """Remove the inbox file once its staged copy is stored; a note for the report."""
         if self.dry_run:
             return ""
@@ -126,6 +157,12 @@ class Job:
             path.unlink(missing_ok=True)
             fsync_dir(path.parent)
             return ""
+        if sha is not None and prefix_sha256(path, identity.size) == sha:
+            # It grew (an upload that stalled, then went on): left in the inbox, so the next
+            # run ingests it whole and replaces the part taken now (`campaign_shape.grown_from`).
+            return (
+                "; the inbox file grew meanwhile: left in the inbox, the next run ingests it whole"
+            )
         # Rewritten after it was taken: keep the new bytes, but out of the inbox, so the next
         # run does not ingest the old rows a second time.
         target = free_name(self.root / "quarantine", safe_name(name), "changed")
@@ -150,6 +187,7 @@ class Job:
         table: pd.DataFrame,
         original: Path,
         identity: FileIdentity,
+        replaces: str | None = None,
     ) -> FileOutcome:
         part = part_path(self.root, study, campaign, sha)
         record: dict[str, Any] = {
@@ -161,6 +199,8 @@ class Job:
             "status": Status.ingested.value,
             "part": str(part.relative_to(self.root)),
         }
+        if replaces is not None:
+            record["replaces"] = replaces
         note = ""
         if not self.dry_run:
             if not unchanged(original, identity) and os.path.lexists(original):
@@ -172,8 +212,13 @@ class Job:
                 write_parquet_atomic(table.assign(**{SOURCE_COLUMN: sha}), part)
                 fsync_dir(part.parent)
             self.ledger.append({**record, "source": identity_list(identity), "time": now()})
+            if replaces is not None:  # the partial file it grew from: out of the dataset
+                take_out(self.root, replaces, self.ingested[replaces].get("part"))
             self._archive(staged, sha, name)
-            note = self._drop_original(name, original, identity)
+            note = self._drop_original(name, original, identity, sha)
+        if replaces is not None:
+            old = self.ingested.pop(replaces)
+            note += f"; replaces the {old.get('rows')} rows taken while it was still growing"
         self.ingested[sha] = record
         return FileOutcome(
             display_name(name),

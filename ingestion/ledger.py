@@ -16,6 +16,38 @@ from typing import Any
 
 from ingestion.errors import IngestBusyError, IngestError
 
+#: ledger statuses that take an ingested file's content out of the dataset
+WITHDRAWN = "withdrawn"
+
+
+def current_ingested(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """`{sha256: record}` of the files whose rows are in the dataset now, in ledger order.
+
+    A record `ingested` adds its file (and, with `replaces`, takes out the partial file it
+    replaces: an upload that grew after it was taken); a record `withdrawn` (`greylab ingest
+    withdraw`) takes its file out. Content withdrawn and dropped again is ingested again.
+    """
+    current: dict[str, dict[str, Any]] = {}
+    for record in records:
+        sha, status = record.get("sha256"), record.get("status")
+        if not isinstance(sha, str):
+            continue
+        if status == "ingested":
+            current.pop(sha, None)  # re-ingested after a withdrawal: now in ledger order
+            current[sha] = record
+            replaced = record.get("replaces")
+            if isinstance(replaced, str) and replaced != sha:
+                current.pop(replaced, None)
+        elif status == WITHDRAWN:
+            current.pop(sha, None)
+    return current
+
+
+def taken_out(records: list[dict[str, Any]]) -> set[str]:
+    """Hashes once ingested and now out of the dataset (withdrawn or replaced)."""
+    ever = {r["sha256"] for r in records if r.get("status") == "ingested" and "sha256" in r}
+    return ever - set(current_ingested(records))
+
 
 class Ledger:
     """Append-only JSON Lines ledger: one record per file outcome.

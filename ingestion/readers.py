@@ -9,7 +9,7 @@ import pandas as pd
 
 from ingestion.errors import IngestError
 from ingestion.layout import LEDGER
-from ingestion.ledger import Ledger
+from ingestion.ledger import Ledger, current_ingested
 from ingestion.rules import DRIVE_OPTIONAL, SOURCE_COLUMN, Study, validate
 
 
@@ -41,10 +41,8 @@ def campaign_table(data_root: str | Path, study: Study | str, campaign: str) -> 
         )
     records = [
         r
-        for r in Ledger(data_root / LEDGER).read()
-        if r.get("status") == "ingested"
-        and r.get("study") == study.value
-        and r.get("campaign") == campaign
+        for r in current_ingested(Ledger(data_root / LEDGER).read()).values()
+        if r.get("study") == study.value and r.get("campaign") == campaign
     ]
     if not records:
         raise IngestError(f"no ingested {study.value} data for campaign '{campaign}'")

@@ -21,6 +21,8 @@ from ingestion.names import display_name
 from ingestion.results import FileOutcome, IngestReport, Status
 from ingestion.rules import campaign_or_problem
 from ingestion.staging import DATA_SUFFIXES, check_locations
+from ingestion.withdraw import finish_withdrawals
+from ingestion.writers import open_for_writing, writer_note
 from schemas.lab_files import FileLimits
 
 Observed = tuple[str, Path, str, FileIdentity]
@@ -60,9 +62,12 @@ def observe(
     """First look at the inbox: candidates with their hash and identity, and skipped entries."""
     observed: list[Observed] = []
     skipped: list[FileOutcome] = []
+    writing = open_for_writing(inbox)
     for entry in scan_inbox(inbox, settle_seconds=settle_seconds):
         shown = display_name(entry.name)
         reason = entry.skip_reason
+        if reason is None and entry.name in writing:
+            reason = writer_note(writing[entry.name])
         if reason is None and not entry.name.lower().endswith(DATA_SUFFIXES):
             reason = "not a .csv or .parquet file: left in place"
         if reason is None and campaign is not None:
@@ -125,12 +130,18 @@ def ingest_inbox(
         job = Job(inbox, data_root, dry_run, limits)
         if not dry_run:
             remove_stale_temp_files(data_root, set(job.ingested))
+            finish_withdrawals(data_root, job.ledger.read())
         observed, skipped = observe(inbox, settle_seconds, campaign, limits)
         for outcome in skipped:
             report(outcome)
         if settle_seconds > 0 and observed:
             wait(settle_seconds)
+        writing = open_for_writing(inbox) if observed else {}  # again, after the wait
         for name, path, sha, identity in observed:
+            if name in writing:
+                report(FileOutcome(display_name(name), Status.skipped,
+                                   message=writer_note(writing[name])))  # fmt: skip
+                continue
             report(job.process(name, path, sha, identity))
 
     if dry_run:
