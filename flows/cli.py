@@ -9,6 +9,7 @@ traceback). Messages are cut to `MAX_MESSAGE` characters (`flows.cli_common.clip
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import traceback
@@ -60,6 +61,13 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code if exc.exit_code else 2
     except typer.Exit as exc:
         return int(exc.exit_code)
+    except OSError as exc:
+        if exc.errno not in _USER_PATH_ERRORS:
+            return _internal(exc)
+        name = clip(repr(str(exc.filename)), 200) if exc.filename else "a path"
+        sys.stderr.write(f"greylab: error: {name}: {exc.strerror} (a path given on the command "
+                         "line or in a file it names; shorten or correct it)\n")  # fmt: skip
+        return 2
     except MemoryError:
         sys.stderr.write(
             "greylab: error: out of memory: the requested computation does not fit in this "
@@ -71,14 +79,24 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("greylab: interrupted\n")
         return 130
     except Exception as exc:
-        if os.environ.get("GREYLAB_DEBUG"):
-            traceback.print_exc()
-        sys.stderr.write(
-            f"greylab: internal error: {type(exc).__name__}: {clip(str(exc))}\n"
-            "(set GREYLAB_DEBUG=1 to see the traceback)\n"
-        )
-        return 1
+        return _internal(exc)
     return int(result) if isinstance(result, int) else 0
+
+
+#: OS errors a path typed by the user causes (exit 2): a name or path too long, a loop of links
+_USER_PATH_ERRORS = (errno.ENAMETOOLONG, errno.ELOOP)
+
+
+def _internal(exc: BaseException) -> int:
+    from flows.cli_common import clip
+
+    if os.environ.get("GREYLAB_DEBUG"):
+        traceback.print_exc()
+    sys.stderr.write(
+        f"greylab: internal error: {type(exc).__name__}: {clip(str(exc))}\n"
+        "(set GREYLAB_DEBUG=1 to see the traceback)\n"
+    )
+    return 1
 
 
 if __name__ == "__main__":

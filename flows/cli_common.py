@@ -177,14 +177,72 @@ def means_all(text: object) -> bool:
     return str(text).strip().lower() in {"0", "all"}
 
 
-def write_table(frame: Any, out: Path) -> Path:
-    """A table to .parquet or .csv by the file name's suffix, atomically (a reader never
-    sees half a file; an existing file is replaced only by a complete one)."""
-    from schemas.storage import write_atomic, write_parquet_atomic
+TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
+#: figure formats greylab writes (matplotlib's raster and vector backends)
+FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
+OVERWRITE_HELP = "Replace output files that exist (without it an existing file is refused)."
 
-    suffix = out.suffix.lower()
-    if suffix in {".parquet", ".pq"}:
-        return write_parquet_atomic(frame, out)
-    if suffix == ".csv":
-        return write_atomic(out, lambda handle: frame.to_csv(handle, index=False))
-    raise InputError(f"--out {out}: use a .parquet or .csv file name")
+
+def check_output(
+    path: Path, *, option: str, suffixes: tuple[str, ...], overwrite: bool = False
+) -> Path:
+    """An output file named on the command line, checked before any work (and before a run is
+    tracked): a suffix greylab writes, a name the file system accepts, an existing folder,
+    and no existing file unless `overwrite` (outputs are never replaced silently)."""
+    if path.suffix.lower() not in suffixes:
+        raise InputError(
+            f"{option} {quote(str(path))}: unsupported file type {path.suffix or '(none)'!r}; "
+            f"use one of {', '.join(suffixes)}"
+        )
+    try:
+        exists = path.exists() or path.is_symlink()
+        folder_ok = path.parent.is_dir()
+    except OSError as exc:  # a name too long for the file system, a loop of links
+        raise InputError(f"{option} {quote(str(path))}: {exc.strerror}") from None
+    if not folder_ok:
+        raise InputError(f"{option} {quote(str(path))}: folder {path.parent} does not exist")
+    if exists and not overwrite:
+        raise InputError(
+            f"{option} {quote(str(path))}: the file exists; give --overwrite to replace it"
+        )
+    if exists and path.is_dir():
+        raise InputError(f"{option} {quote(str(path))}: is a folder, not a file")
+    return path
+
+
+def _written(path: Path, option: str, write: Callable[[Any], Any], overwrite: bool) -> Path:
+    from schemas.storage import write_atomic
+
+    try:
+        return write_atomic(path, write, readable=True, replace=overwrite)
+    except FileExistsError:  # created by someone else since the check
+        raise InputError(
+            f"{option} {quote(str(path))}: the file exists; give --overwrite to replace it"
+        ) from None
+
+
+def write_table(frame: Any, out: Path, *, option: str = "--out", overwrite: bool = False) -> Path:
+    """A table to .parquet or .csv by the file name's suffix, atomically (a reader never
+    sees half a file), readable (mode 0666 minus the umask); an existing file is replaced
+    only with `overwrite`, and then only by a complete one."""
+    check_output(out, option=option, suffixes=TABLE_SUFFIXES, overwrite=overwrite)
+    if out.suffix.lower() in {".parquet", ".pq"}:
+        return _written(out, option, lambda h: frame.to_parquet(h, index=False), overwrite)
+    return _written(out, option, lambda h: frame.to_csv(h, index=False), overwrite)
+
+
+def save_figure(
+    figure: Any, out: Path, *, option: str = "--figure", overwrite: bool = False
+) -> Path:
+    """A matplotlib figure saved atomically and readable, in the format of its suffix."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    check_output(out, option=option, suffixes=FIGURE_SUFFIXES, overwrite=overwrite)
+    buffer = io.BytesIO()
+    try:
+        figure.savefig(buffer, format=out.suffix.lower().lstrip("."), dpi=110)
+    finally:
+        plt.close(figure)
+    return _written(out, option, lambda h: h.write(buffer.getvalue()), overwrite)

@@ -10,10 +10,14 @@ from typing import Annotated, Any
 import typer
 
 from flows.cli_common import (
+    FIGURE_SUFFIXES,
+    OVERWRITE_HELP,
     allow_typed_models,
+    check_output,
     emit,
     frame_table,
     means_all,
+    save_figure,
     split_lists,
     stderr,
     stdout,
@@ -70,8 +74,10 @@ def design(
     gap: Annotated[float, typer.Option(help="Proven relative gap of branch-and-bound.")] = 0.01,
     time_limit: Annotated[float, typer.Option(help="Seconds for branch-and-bound.")] = 60.0,
     figure: Annotated[
-        Path | None, typer.Option(help="Save the criterion / Pareto figure here (PNG).")
+        Path | None,
+        typer.Option(help="Save the criterion / Pareto figure here (.png, .pdf, .svg)."),
     ] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help=OVERWRITE_HELP)] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="Machine-readable JSON on stdout.")
     ] = False,
@@ -84,8 +90,8 @@ def design(
 
     models = split_lists(model)
     allow_typed_models(models + ([design_model] if design_model else []))
-    if figure is not None and not figure.parent.is_dir():
-        raise InputError(f"--figure {figure}: folder {figure.parent} does not exist")
+    if figure is not None:  # before any work
+        check_output(figure, option="--figure", suffixes=FIGURE_SUFFIXES, overwrite=overwrite)
     chosen, why = choose_design_model(models, design_model)
     table, sigma, costs = _inputs(data, sheet)
     model_object = resolve_model(chosen)
@@ -98,7 +104,7 @@ def design(
     if figure is not None:
         from methods.press.plots import design_curve_figure
 
-        design_curve_figure(result).savefig(figure, dpi=110)
+        save_figure(design_curve_figure(result), figure, overwrite=overwrite)
     out = {**result.to_dict(), "model": chosen, "model_chosen_by": why}
     emit(out, as_json=as_json, human=lambda: _print(result, chosen, why))
 

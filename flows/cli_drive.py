@@ -8,6 +8,9 @@ from typing import Annotated
 import typer
 
 from flows.cli_common import (
+    OVERWRITE_HELP,
+    TABLE_SUFFIXES,
+    check_output,
     emit,
     parse_overrides,
     progress_bars,
@@ -22,6 +25,7 @@ from flows.cli_validate import (
     EXPERIMENT,
     ExperimentOpt,
     FigureOpt,
+    OverwriteOpt,
     TrackOpt,
     metrics_table,
     run_validation,
@@ -53,16 +57,18 @@ def simulate(
     ] = None,
     noise: Annotated[float, typer.Option(help="Velocity noise std [rad/s], absolute.")] = 0.0,
     seed: Annotated[int, typer.Option(help="Noise seed.")] = 0,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help=OVERWRITE_HELP)] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Simulate the paper's reference excitation (jerk-limited reversing motion, 2 s, 1 kHz)
     on a structure; output the velocity of inertia 1."""
     from models.drivetrain import reference_recording
 
+    check_output(out, option="--out", suffixes=TABLE_SUFFIXES, overwrite=overwrite)
     frame = reference_recording(
         split_list(structure), overrides=parse_overrides(set_), noise=noise, seed=seed
     )
-    write_table(frame, out)
+    write_table(frame, out, overwrite=overwrite)
     result = {"out": str(out), "rows": len(frame), "structure": split_list(structure)}
     emit(result, as_json=as_json, human=lambda: stdout.print(
         f"wrote {len(frame)} samples of {structure} to {out}"))  # fmt: skip
@@ -118,6 +124,7 @@ def validate(
     experiment: ExperimentOpt = EXPERIMENT,
     track: TrackOpt = True,
     figure: FigureOpt = None,
+    overwrite: OverwriteOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Simulate an identified drive train open loop on a new recording (its torque, its first
@@ -131,7 +138,8 @@ def validate(
         model = model_uri_of_run(run, Tracker())
     assert model is not None
     run_validation("drive", model, data, emps_decimate=emps_decimate, experiment=experiment,
-                   track=track, figure=figure, as_json=as_json)  # fmt: skip
+                   track=track, figure=figure, overwrite=overwrite,
+                   as_json=as_json)  # fmt: skip
 
 
 def print_drive_result(result: DriveResult) -> None:

@@ -22,7 +22,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from pydantic import ValidationError
 
-from flows.cli_common import clip, emit, progress_bars, safe, stderr, stdout, table, write_table
+from flows.cli_common import (
+    OVERWRITE_HELP,
+    TABLE_SUFFIXES,
+    check_output,
+    clip,
+    emit,
+    progress_bars,
+    safe,
+    stderr,
+    stdout,
+    table,
+    write_table,
+)
 from flows.cli_settings import settings_message, with_settings
 from flows.inverse_settings import InverseStudy
 from methods.errors import InputError
@@ -155,13 +167,14 @@ def run(
     track: Annotated[
         bool, typer.Option("--track/--no-track", help="Run through the flow, tracked in MLflow.")
     ] = True,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help=OVERWRITE_HELP)] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Compute the motion and feedforward controls of SYSTEM for a demand; verify them."""
     from tasks.inverse import check_study
 
-    if out is not None and out.suffix.lower() not in {".parquet", ".pq", ".csv"}:
-        raise InputError(f"--out {out}: use a .parquet (or .csv) file name")
+    if out is not None:  # before any work: suffix, folder, no silent replacement
+        check_output(out, option="--out", suffixes=TABLE_SUFFIXES, overwrite=overwrite)
     spec = load_demand_file(demand) if demand is not None else None
     study = _for_system(study, system, spec)
     source = f"--demand {demand}" if demand is not None else "default demand"
@@ -174,7 +187,7 @@ def run(
     else:
         summary, frame = _run_untracked(study, built[system])
     if out is not None:
-        summary["out"] = str(write_table(frame, out))
+        summary["out"] = str(write_table(frame, out, overwrite=overwrite))
     summary["columns"] = list(frame.columns)
     emit(summary, as_json=as_json, human=lambda: print_inverse_result(summary))
 

@@ -8,7 +8,10 @@ from typing import Annotated, Any
 import typer
 
 from flows.cli_common import (
+    OVERWRITE_HELP,
+    TABLE_SUFFIXES,
     allow_typed_models,
+    check_output,
     emit,
     frame_table,
     progress_bars,
@@ -19,7 +22,14 @@ from flows.cli_common import (
     write_table,
 )
 from flows.cli_settings import with_settings
-from flows.cli_validate import EXPERIMENT, ExperimentOpt, FigureOpt, TrackOpt, run_validation
+from flows.cli_validate import (
+    EXPERIMENT,
+    ExperimentOpt,
+    FigureOpt,
+    OverwriteOpt,
+    TrackOpt,
+    run_validation,
+)
 from flows.press_settings import PressStudy
 from methods.errors import InputError
 from tasks.study_results import PressResult
@@ -31,6 +41,16 @@ app = typer.Typer(
 )
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
+#: `press simulate --series`: at most this many (each series is 29 steps x 3 sensors)
+MAX_SERIES = 1000
+AllowModelOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow-model",
+        help="A plugin model (package.module:attr) the model's spec may name; as --model of "
+        "press detect (a spec's plugin is otherwise only loaded when the worker allows it).",
+    ),
+]
 
 
 def register(root: typer.Typer) -> None:
@@ -44,11 +64,15 @@ def register(root: typer.Typer) -> None:
 def simulate(
     out: Annotated[Path, typer.Option(help="Measurement table to write (.csv or .parquet).")],
     truth: Annotated[str, typer.Option(help="True friction model: M1, M2 or M3.")] = "M3",
-    seed: Annotated[int, typer.Option(help="Random seed.")] = 1,
-    series: Annotated[int, typer.Option(help="Number of measurement series.")] = 6,
+    seed: Annotated[int, typer.Option(help="Random seed (0 or more).", min=0)] = 1,
+    series: Annotated[
+        int,
+        typer.Option(help=f"Number of measurement series (1-{MAX_SERIES}).", min=1, max=MAX_SERIES),
+    ] = 6,
     sheet: Annotated[
         Path | None, typer.Option(help="Sensor sheet to write (default: <out>.sensors.csv).")
     ] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help=OVERWRITE_HELP)] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Simulate lab measurements of the press with the digital twin."""
@@ -56,10 +80,14 @@ def simulate(
 
     if truth not in {"M1", "M2", "M3"}:
         raise InputError(f"--truth must be M1, M2 or M3, got '{truth}'")
-    frame, sensor_sheet = simulate_press(truth=truth, seed=seed, n_series=series)
     sheet = sheet or out.with_suffix(".sensors.csv")
-    write_table(frame, out)
-    write_table(sensor_sheet, sheet)
+    check_output(out, option="--out", suffixes=TABLE_SUFFIXES, overwrite=overwrite)
+    check_output(sheet, option="--sheet", suffixes=TABLE_SUFFIXES, overwrite=overwrite)
+    if sheet.absolute() == out.absolute():
+        raise InputError(f"--sheet {sheet}: the same file as --out; name another")
+    frame, sensor_sheet = simulate_press(truth=truth, seed=seed, n_series=series)
+    write_table(frame, out, overwrite=overwrite)
+    write_table(sensor_sheet, sheet, option="--sheet", overwrite=overwrite)
     result = {"out": str(out), "sensor_sheet": str(sheet), "rows": len(frame), "truth": truth}
     emit(
         result,
@@ -139,12 +167,17 @@ def validate(
     experiment: ExperimentOpt = EXPERIMENT,
     track: TrackOpt = True,
     figure: FigureOpt = None,
+    overwrite: OverwriteOpt = False,
+    allow_model: AllowModelOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Predict a calibrated model on new measurements: RMSE, fit, R^2 per sensor, normalised
-    residuals and the share outside the 95 % prediction band (docs/methods.md §4)."""
+    residuals and the share outside the 95 % prediction band (docs/methods.md §4). The model
+    is rebuilt from its spec by greylab: no code that came with the model folder runs."""
+    if allow_model:
+        allow_typed_models(split_lists(allow_model))
     run_validation("press", model, data, sheet=sheet, experiment=experiment, track=track,
-                   figure=figure, as_json=as_json)  # fmt: skip
+                   figure=figure, overwrite=overwrite, as_json=as_json)  # fmt: skip
 
 
 def print_press_result(result: PressResult) -> None:

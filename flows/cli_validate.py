@@ -12,14 +12,25 @@ from typing import Annotated, Any
 
 import typer
 
-from flows.cli_common import emit, stderr, stdout, table
+from flows.cli_common import (
+    FIGURE_SUFFIXES,
+    OVERWRITE_HELP,
+    check_output,
+    emit,
+    save_figure,
+    stderr,
+    stdout,
+    table,
+)
 from tasks.validation import EXPERIMENT, ValidationOutcome
 
 ExperimentOpt = Annotated[str, typer.Option(help="MLflow experiment of the evaluation run.")]
 TrackOpt = Annotated[bool, typer.Option("--track/--no-track", help="Log an MLflow evaluation run.")]
 FigureOpt = Annotated[
-    Path | None, typer.Option(help="Also save the measured-vs-predicted figure here (PNG).")
+    Path | None,
+    typer.Option(help="Also save the measured-vs-predicted figure here (.png, .pdf, .svg)."),
 ]
+OverwriteOpt = Annotated[bool, typer.Option("--overwrite", help=OVERWRITE_HELP)]
 
 
 def run_validation(
@@ -32,20 +43,22 @@ def run_validation(
     experiment: str = EXPERIMENT,
     track: bool = True,
     figure: Path | None = None,
+    overwrite: bool = False,
     as_json: bool = False,
 ) -> None:
     from tasks.recorder import validate_experiment_name
     from tasks.validation import ValidationRecorder, validate_model
 
     validate_experiment_name(experiment)
+    if figure is not None:  # before anything is loaded or tracked
+        check_output(figure, option="--figure", suffixes=FIGURE_SUFFIXES, overwrite=overwrite)
     outcome = validate_model(model_uri, data, kind=kind, sheet=sheet, emps_decimate=emps_decimate)
     if track:
         outcome = ValidationRecorder(kind, experiment).record(outcome)
     if figure is not None:
         from tasks.validation import validation_figure
 
-        figure.parent.mkdir(parents=True, exist_ok=True)
-        validation_figure(outcome).savefig(figure, dpi=110)
+        save_figure(validation_figure(outcome), figure, overwrite=overwrite)
     result = outcome.to_dict() | {"figure": str(figure) if figure else None}
     emit(result, as_json=as_json, human=lambda: print_validation(outcome, figure))
 
@@ -61,6 +74,8 @@ def print_validation(outcome: ValidationOutcome, figure: Path | None) -> None:
     title = f"Validation of {outcome.model_uri} on {outcome.data}"
     stdout.print(metrics_table(title, outcome.metrics))
     stdout.print(outcome.summary)
+    for warning in outcome.warnings:
+        stderr.print(f"warning: {warning}")
     if figure is not None:
         stdout.print(f"figure: {figure}")
     if outcome.run_id:

@@ -42,6 +42,12 @@ def _short(value: object, limit: int = 120) -> str:
     return text if len(text) <= limit else text[: limit - 5] + "...'"
 
 
+def _first_line(exc: BaseException) -> str:
+    """`SyntaxError: invalid syntax (mod.py, line 3)`: the error's type and first line."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0][:300] if lines else ''}".rstrip(": ")
+
+
 def is_reference(value: str) -> bool:
     """True for a syntactically valid ``package.module:attribute`` (at most 200 chars)."""
     return len(value) <= 200 and bool(_REFERENCE.match(value))
@@ -111,6 +117,11 @@ def _import(reference: str) -> Any:
             f"cannot import module {_short(module_name)} for model: {_short(str(exc), 200)} "
             "(is its folder on PYTHONPATH or the package installed?)"
         ) from exc
+    except Exception as exc:  # the plugin's own code failed (SyntaxError, a raise at import)
+        raise InputError(
+            f"model plugin {_short(reference)}: importing module {_short(module_name)} failed: "
+            f"{_first_line(exc)}"
+        ) from None
     if not hasattr(module, attr):
         raise InputError(f"module {_short(module_name)} has no attribute {_short(attr)}")
     return getattr(module, attr)
@@ -142,6 +153,11 @@ def resolve_model(name_or_path: str | ResponseModel) -> Any:
                 raise InputError(
                     f"model {_short(name_or_path)}: the class needs a constructor without "
                     f"arguments ({exc}); or point at an instance"
+                ) from None
+            except Exception as exc:  # the plugin's constructor failed
+                raise InputError(
+                    f"model plugin {_short(name_or_path)}: its constructor {obj.__name__}() "
+                    f"failed: {_first_line(exc)}"
                 ) from None
         elif not isinstance(obj, ResponseModel):
             raise InputError(

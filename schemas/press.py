@@ -40,11 +40,17 @@ def _finite(series: pd.Series) -> Series[bool]:
     return cast("Series[bool]", finite)  # pandera checks get and return a plain pd.Series
 
 
+#: plausible magnitudes no real press exceeds (the largest forging presses: ~1e9 N, strokes
+#: of metres): a value beyond them is a unit or export error (1e308, a factor 1e300)
+MAX_FORCE_N = 1e12
+MAX_DISPLACEMENT_UM = 1e9  # 1 km
+
+
 class PressMeasurements(pa.DataFrameModel):
     series: Series[int] = pa.Field(ge=0)
     step: Series[int] = pa.Field(ge=0)
-    force_setpoint_N: Series[float] = pa.Field(ge=0)
-    force_N: Series[float] = pa.Field(ge=0)
+    force_setpoint_N: Series[float] = pa.Field(ge=0, le=MAX_FORCE_N)
+    force_N: Series[float] = pa.Field(ge=0, le=MAX_FORCE_N)
     sensor: Series[str] = pa.Field(str_length={"min_value": 1})
     displacement_um: Series[float]
 
@@ -52,6 +58,13 @@ class PressMeasurements(pa.DataFrameModel):
     @classmethod
     def finite(cls, series: Series[float]) -> Series[bool]:
         return _finite(series)
+
+    @pa.check("displacement_um", name=f"|displacement_um| <= {MAX_DISPLACEMENT_UM:g} um")
+    @classmethod
+    def plausible(cls, series: Series[float]) -> Series[bool]:
+        values = series.to_numpy(dtype=float)
+        ok = pd.Series(~(np.abs(values) > MAX_DISPLACEMENT_UM), index=series.index)
+        return cast("Series[bool]", ok)
 
     class Config:
         coerce = True

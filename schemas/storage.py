@@ -28,9 +28,18 @@ def fsync_dir(folder: str | Path) -> None:
             os.close(fd)
 
 
-def write_atomic(path: str | Path, write: Callable[[IO[bytes]], Any]) -> Path:
+def write_atomic(
+    path: str | Path,
+    write: Callable[[IO[bytes]], Any],
+    *,
+    readable: bool = False,
+    replace: bool = True,
+) -> Path:
     """Write `path` with `write(handle)`: temp file in the same folder, fsync, rename, fsync
-    the folder. On any error the temp file is removed and `path` is left as it was."""
+    the folder. On any error the temp file is removed and `path` is left as it was.
+    `readable`: mode 0666 minus the umask (a user's output file) instead of the temp file's
+    0600. `replace=False`: an existing `path` is never replaced, not even by a writer racing
+    this one (the file is linked into place; FileExistsError)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -38,13 +47,26 @@ def write_atomic(path: str | Path, write: Callable[[IO[bytes]], Any]) -> Path:
         with os.fdopen(fd, "wb") as handle:
             write(handle)
             handle.flush()
+            if readable:
+                os.fchmod(handle.fileno(), 0o666 & ~current_umask())
             os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+        if replace:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)
+    finally:
         Path(tmp).unlink(missing_ok=True)
-        raise
     fsync_dir(path.parent)
     return path
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it (Linux: /proc; else 022)."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    return 0o022
 
 
 def write_parquet_atomic(frame: pd.DataFrame, path: str | Path) -> Path:

@@ -286,32 +286,35 @@ def _requirements() -> list[str]:
 
 def load_product(model_uri: str) -> Any:
     """The wrapper of a logged or registered greylab model (`models:/press-M3/1`,
-    `runs:/<id>/model`), loaded through MLflow; its `spec` says what it is, its `metadata`
-    which run logged it (`run_id`) and on which data (`greylab.data_hash`). `models:/` URIs
-    resolve in `MLFLOW_TRACKING_URI`, else in greylab's default store under `GREYLAB_HOME`
-    (`tasks.settings`). InputError when
-    the URI names nothing loadable or no greylab model."""
-    import mlflow.pyfunc
-
-    from tasks.settings import load_settings
+    `runs:/<id>/model`, a model folder), rebuilt by greylab from the folder's `MLmodel` and
+    `spec.json` (`tasks.product_files`): no code that came with the folder or the store runs,
+    and a press spec's plugin model must be allowed as a flow parameter's. Its `spec` says what
+    it is, its `metadata` which run logged it (`run_id`) and on which data
+    (`greylab.data_hash`). `models:/` URIs resolve in `MLFLOW_TRACKING_URI`, else in greylab's
+    default store under `GREYLAB_HOME` (`tasks.settings`). InputError when the URI names
+    nothing loadable or no greylab model; `tasks.product_files.StoreUnreadable` when the
+    store itself fails."""
+    from tasks import product_files as files
 
     # greylab's store, as the studies use it; set through the environment only when the
     # caller has not chosen one, and restored (no process-wide MLflow state is left behind)
-    chosen = "MLFLOW_TRACKING_URI" in os.environ
+    chosen, uri = files.tracking_environment()
     if not chosen:
-        os.environ["MLFLOW_TRACKING_URI"] = load_settings().tracking_uri
+        os.environ["MLFLOW_TRACKING_URI"] = uri
     try:
-        loaded = mlflow.pyfunc.load_model(model_uri)
-        wrapper = loaded.unwrap_python_model()
-    except Exception as exc:
-        text = f"model {model_uri[:200]!r}: cannot be loaded ({type(exc).__name__}: {exc})"
-        raise InputError(text[:600]) from None
+        with files.local_model_folder(model_uri) as folder:
+            mlmodel = files.read_mlmodel(folder, model_uri)
+            spec = files.read_spec(files.spec_path(folder, mlmodel, model_uri), model_uri)
     finally:
         if not chosen:
             os.environ.pop("MLFLOW_TRACKING_URI", None)
-    if not isinstance(wrapper, PressPyfunc | DrivePyfunc):
-        raise InputError(f"model {model_uri[:200]!r}: not a greylab press or drive model")
-    info = loaded.metadata  # logged as a folder of artifacts: the run is in greylab's tags
-    extra = info.metadata or {}
-    wrapper.metadata = {**extra, "run_id": info.run_id or extra.get("greylab.run_id", "")}
+    wrapper = PressPyfunc() if spec["kind"] == "press" else DrivePyfunc()
+    wrapper.spec = spec
+    wrapper.setup()
+    if spec["kind"] == "press":
+        files.check_model_parameters(wrapper.model, spec, model_uri)
+    found = mlmodel.get("metadata")
+    extra: dict[str, Any] = found if isinstance(found, dict) else {}
+    run_id = mlmodel.get("run_id") or extra.get("greylab.run_id", "")
+    wrapper.metadata = {**extra, "run_id": str(run_id or "")}
     return wrapper

@@ -19,6 +19,7 @@ import contextlib
 import hashlib
 import json
 import math
+import posixpath
 import re
 import subprocess
 from collections.abc import Iterable, Iterator, Mapping
@@ -127,24 +128,71 @@ class RunTracker(Protocol):
     def ui_hint(self) -> str: ...
 
 
+MAX_KEY = 250  # MLflow's limit on a metric, param or tag key
+_KEY_BAD = re.compile(r"[^\w.\- /:]")  # MLflow's key characters (POSIX servers)
+ORIGINAL_KEY_TAG = "greylab.key."  # + the logged key: the name it stands for
+
+
+def mlflow_key(name: Any) -> str:
+    """`name` (a sensor, model or campaign name from lab content, inside a key) as a key
+    MLflow accepts: other characters become `_`, no path-like form (`..`, leading or double
+    `/`, `.`), at most 250 characters (a cut key ends in 8 hex digits of the original)."""
+    text = _KEY_BAD.sub("_", str(name))
+    if posixpath.normpath(text) != text or text.startswith(("/", "..")):
+        text = text.replace("/", "_")  # no slash left: only "", ".", ".." and "..x" remain
+    if text in ("", ".") or text.startswith(".."):
+        text = "_" + text
+    if len(text) > MAX_KEY:
+        digest = hashlib.sha256(str(name).encode("utf-8", "replace")).hexdigest()[:8]
+        text = f"{text[: MAX_KEY - 9]}_{digest}"
+    return text
+
+
+def mlflow_keys(values: Mapping[Any, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """(`values` with MLflow-safe keys, {safe key: original} for every key that changed);
+    two originals that clean to the same key are told apart by a hash suffix."""
+    safe: dict[str, Any] = {}
+    renamed: dict[str, str] = {}
+    for key, value in values.items():
+        name = mlflow_key(key)
+        if name in safe and name != str(key):
+            digest = hashlib.sha256(str(key).encode("utf-8", "replace")).hexdigest()[:8]
+            name = f"{name[: MAX_KEY - 9]}_{digest}"
+        if name != str(key):
+            renamed[name] = str(key)
+        safe[name] = value
+    return safe, renamed
+
+
 @dataclass
 class Run:
-    """One open run: log to it by name, without repeating the tracker and the id."""
+    """One open run: log to it by name, without repeating the tracker and the id. Keys are
+    made MLflow-safe (`mlflow_key`); a changed key's original name is the run's tag
+    `greylab.key.<key>` (result JSON keeps the original names)."""
 
     tracker: RunTracker
     id: str
 
+    def _safe(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        safe, renamed = mlflow_keys(values)
+        if renamed:
+            self.tracker.set_tags(
+                self.id, {mlflow_key(ORIGINAL_KEY_TAG + k): v for k, v in renamed.items()}
+            )
+        return safe
+
     def params(self, values: Mapping[str, Any]) -> None:
-        self.tracker.log_params(self.id, values)
+        self.tracker.log_params(self.id, self._safe(values))
 
     def metrics(self, values: Mapping[str, float], *, step: int = 0) -> None:
-        self.tracker.log_metrics(self.id, values, step=step)
+        self.tracker.log_metrics(self.id, self._safe(values), step=step)
 
     def series(self, key: str, values: Iterable[float], *, start: int = 0) -> None:
-        self.tracker.log_series(self.id, key, values, start=start)
+        (safe,) = self._safe({key: None})
+        self.tracker.log_series(self.id, safe, values, start=start)
 
     def tags(self, values: Mapping[str, Any]) -> None:
-        self.tracker.set_tags(self.id, values)
+        self.tracker.set_tags(self.id, self._safe(values))
 
     def json(self, obj: Any, artifact_file: str) -> None:
         self.tracker.log_json(self.id, obj, artifact_file)

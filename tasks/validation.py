@@ -20,7 +20,7 @@ calls it directly.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ import pandas as pd
 
 from methods.errors import InputError
 from methods.validation import flat_metrics
-from tasks.recorder import Recorder, RunTracker, content_hash
+from tasks.recorder import Recorder, RunTracker, content_hash, mlflow_key
 
 EXPERIMENT = "greylab-validation"
 #: the metrics copied onto a registered version's tags (all are in the evaluation run)
@@ -53,6 +53,7 @@ class ValidationOutcome:
     frame: pd.DataFrame = field(repr=False, compare=False)  # the data as validated
     run_id: str = ""
     versions: tuple[str, ...] = ()  # `name/version` tagged with this validation
+    warnings: tuple[str, ...] = ()  # e.g. rows of sensors the model lacks, left out
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON of `greylab press|drive validate --json`."""
@@ -60,7 +61,7 @@ class ValidationOutcome:
             "model_uri": self.model_uri, "kind": self.kind, "data": self.data,
             "data_hash": self.data_hash, "model_run_id": self.model_run_id,
             "metrics": self.metrics, "validation": self.details, "run_id": self.run_id,
-            "versions": list(self.versions),
+            "versions": list(self.versions), "warnings": list(self.warnings),
         }  # fmt: skip
 
 
@@ -110,7 +111,23 @@ def validate_model(
     result = validate_predictions(
         wrapper.model, wrapper.parameters, wrapper.covariance, sigma, frame
     )
-    return _outcome(model_uri, "press", data, frame, result, run_id)
+    outcome = _outcome(model_uri, "press", data, frame, result, run_id)
+    return replace(outcome, warnings=_left_out(frame, result.sensors, data))
+
+
+def _left_out(frame: pd.DataFrame, validated: Any, data: Path) -> tuple[str, ...]:
+    """A warning naming the sensors of the table that the validation did not use (the model
+    lacks them, or they have no sigma), with their row count: never dropped silently."""
+    counts = frame["sensor"].astype(str).value_counts()
+    unused = [s for s in counts.index if s not in set(validated)]
+    if not unused:
+        return ()
+    shown = ", ".join(f"{s!r} ({int(counts[s])} rows)" for s in sorted(unused)[:10])
+    more = f" and {len(unused) - 10} more" if len(unused) > 10 else ""
+    return (
+        f"{str(data)[:200]}: rows of sensor(s) {shown}{more} not validated: the model predicts "
+        f"only {list(validated)[:10]} (or the sensor has no sigma)",
+    )
 
 
 def validate_drive_model(
@@ -164,8 +181,6 @@ class ValidationRecorder(Recorder):
     def record(self, outcome: ValidationOutcome) -> ValidationOutcome:
         """Log `outcome` and tag the model's registered versions; returns it with `run_id`
         and the tagged `versions`."""
-        from dataclasses import replace
-
         settings = {"model_uri": outcome.model_uri, "data": outcome.data}
         with self.session(settings) as run_id:
             run = self.run
@@ -185,7 +200,7 @@ class ValidationRecorder(Recorder):
 
     def _tag_versions(self, outcome: ValidationOutcome, run_id: str) -> list[str]:
         tags = {
-            f"validation.{out}.{key}": f"{values[key]:.6g}"
+            mlflow_key(f"validation.{out}.{key}"): f"{values[key]:.6g}"
             for out, values in outcome.metrics.items()
             for key in VERSION_METRICS
             if key in values
