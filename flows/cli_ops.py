@@ -10,9 +10,13 @@ from rich.console import Console
 from rich.markup import escape
 
 from flows.cli_common import (
+    FIGURE_SUFFIXES,
+    OVERWRITE_HELP,
+    check_output,
     emit,
     format_cell,
     progress_bars,
+    save_figure,
     split_list,
     stderr,
     stdout,
@@ -23,6 +27,8 @@ from flows.ingest_settings import IngestSettings
 from ingestion.layout import CAMPAIGN_FILE
 from methods.errors import InputError
 from tasks.settings import DATA_ROOT_DEFAULT, INBOX_DEFAULT, INBOX_DIR
+
+MAX_LAST = 10_000  # `compare --last`: runs (or versions per name) read from MLflow
 
 
 def register(app: typer.Typer) -> None:
@@ -127,10 +133,22 @@ def compare(
         str | None, typer.Option(help="press, drive or inverse (with --models: press, drive).")
     ] = None,
     experiment: Annotated[str | None, typer.Option(help="Only this MLflow experiment.")] = None,
-    last: Annotated[int, typer.Option(help="How many most recent runs (versions per name).")] = 20,
+    last: Annotated[
+        int,
+        typer.Option(
+            help=f"How many most recent runs (versions per name), 1-{MAX_LAST}.",
+            min=1,
+            max=MAX_LAST,
+        ),
+    ] = 20,
     figure: Annotated[
-        Path | None, typer.Option(help="Comparison figure (PNG); default under GREYLAB_HOME.")
+        Path | None,
+        typer.Option(
+            help="Comparison figure (.png, .pdf, .svg); default under GREYLAB_HOME "
+            "(replaced each time)."
+        ),
     ] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help=OVERWRITE_HELP)] = False,
     models: Annotated[
         bool, typer.Option("--models", help="Registered model versions instead of runs.")
     ] = False,
@@ -154,13 +172,14 @@ def compare(
         return
     if study is None:
         raise InputError("give --study press|drive|inverse, or --models")
+    if figure is not None:  # the user's file: never replaced silently
+        check_output(figure, option="--figure", suffixes=FIGURE_SUFFIXES, overwrite=overwrite)
     frame = runs_table(study, experiment=experiment, last=last)
     out = None
     if not frame.empty:
         out = figure or load_settings().home / f"compare-{study}.png"
         out.parent.mkdir(parents=True, exist_ok=True)
-        fig = comparison_figure(study, frame)
-        fig.savefig(out, dpi=110)
+        save_figure(comparison_figure(study, frame), out, overwrite=overwrite or figure is None)
     records = (
         frame.assign(start=frame["start"].astype(str)).to_dict("records") if len(frame) else []
     )
