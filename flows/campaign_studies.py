@@ -12,7 +12,8 @@ the data root. Settings the trigger decides cannot be set (`FIXED`).
 
 - press: one press study on the campaign's concatenated table (`campaign_table`).
 - drive: one drive search per new recording (drive recordings are separate experiments);
-  the model is registered as `drive-<campaign>` unless `campaign` says otherwise.
+  the model is registered as `drive-<campaign>`; a `campaign` key naming any other campaign
+  is refused (a section never registers another campaign's model from its own data).
 - no entry for the campaign (or no file): the built-in press study with every default, as
   before; drive data then starts nothing.
 
@@ -102,8 +103,15 @@ def study_settings(entry: CampaignEntry, data_root: Path) -> dict[str, Any]:
         elif cli.zero_is_none and type(value) is int and value == 0:
             value = None  # as on the command line: 0 = none (e.g. n_sensors 0 = all sensors)
         values[name], written[name] = value, key
-    if entry.study is Study.drive and not entry.campaign.startswith("-"):
-        values.setdefault("campaign", entry.campaign)  # registered as drive-<campaign>
+    if entry.study is Study.drive:
+        claimed = values.setdefault("campaign", entry.campaign)  # registered as drive-<campaign>
+        if claimed != entry.campaign:  # another campaign's model name: never from this data
+            raise CampaignFileError(
+                f"{entry.where(written['campaign'])}: {quoted(claimed)} is not this section's "
+                f"campaign: the model of [{entry.campaign}]'s recordings is registered as "
+                f"drive-{entry.campaign}; a section may not name another campaign (drop the key, "
+                f"or move the settings under [{quoted(claimed)[1:-1]}] for that campaign's files)"
+            )
     validated(entry, values, written)
     return values
 

@@ -35,7 +35,11 @@ def register(app: typer.Typer) -> None:
     app.command()(demo)
     app.command()(compare)
     app.command()(serve)
-    app.command()(ingest)
+    # `greylab ingest [options]` ingests (as before); `greylab ingest withdraw FILE|HASH`
+    ingest_app = typer.Typer(add_completion=False, rich_markup_mode="markdown")
+    ingest_app.callback(invoke_without_command=True)(ingest)
+    ingest_app.command("withdraw")(withdraw)
+    app.add_typer(ingest_app, name="ingest")
 
 
 @with_settings(IngestSettings)
@@ -61,7 +65,12 @@ def ingest(
     quarantine bad files with an error report, never ingest the same content twice.
 
     Exit 1 if the data was stored but MLflow could not be reached (the summary says what was
-    stored and what was not tracked)."""
+    stored and what was not tracked). `greylab ingest withdraw FILE|HASH` takes an ingested
+    file back out."""
+    from typer._click.globals import get_current_context
+
+    if get_current_context().invoked_subcommand is not None:
+        return  # a subcommand (withdraw) runs instead of an ingestion
     from flows.ingest_flow import run_ingest
 
     # the folders are the CLI user's own (this process), never settings of the flow
@@ -71,6 +80,33 @@ def ingest(
         if as_json:
             stderr.print(escape(result["tracking"]["message"]), soft_wrap=True, markup=True)
         raise typer.Exit(1)
+
+
+def withdraw(
+    reference: Annotated[
+        str,
+        typer.Argument(
+            metavar="FILE|HASH",
+            help="The ingested file: its content hash (at least 8 hex digits), the name it was "
+            "ingested under, its archived original, or a copy of the file.",
+        ),
+    ],
+    data_root: Annotated[
+        Path | None,
+        typer.Option(help=f"Dataset root; default $GREYLAB_DATA_ROOT, else {DATA_ROOT_DEFAULT}."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
+) -> None:
+    """Take an ingested file back out of the dataset: a `withdrawn` ledger record, its dataset
+    part removed, its archived original moved to `withdrawn/` (kept). Withdrawing again is
+    harmless; a file that was never ingested is refused (exit 2) and nothing changes."""
+    from ingestion.withdraw import withdraw as withdraw_file
+    from tasks.settings import load_settings
+
+    root = data_root.resolve() if data_root is not None else load_settings().data_root
+    result = withdraw_file(root, reference).to_dict()
+    emit(result, as_json=as_json,
+         human=lambda: stdout.print(escape(result["message"]), soft_wrap=True, markup=True))  # fmt: skip
 
 
 def print_ingest_result(result: dict[str, Any], console: Console | None = None) -> None:

@@ -84,7 +84,7 @@ def shape_problem(
     return (
         f"{source}: does not fit campaign '{campaign}' ({study}): {'; '.join(problems)}. Every "
         "press table of a campaign must have the same sensors and steps (a campaign's files "
-        "are studied as one table); the campaign's shape is that of {first}. Fix: name the file for a new "
+        f"are studied as one table); the campaign's shape is that of {first}. Fix: name the file for a new "
         "campaign ('<new-campaign>__...'), or take the campaign's files out first with "
         "`greylab ingest withdraw HASH` and drop them again"
     )

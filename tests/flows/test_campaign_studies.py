@@ -91,8 +91,11 @@ def test_refusals_name_file_campaign_and_key(
 def test_drive_settings_register_the_model_under_the_campaign(tmp_path: Path) -> None:
     values = _settings(tmp_path, 'study = "drive"\npopulation = 4\ngenerations = 2', "rig-3")
     assert values == {"population": 4, "generations": 2, "campaign": "rig-3"}
-    named = _settings(tmp_path, 'study = "drive"\ncampaign = "emps"', "rig-4")
-    assert named == {"campaign": "emps"}
+    same = _settings(tmp_path, 'study = "drive"\ncampaign = "rig-4"', "rig-4")
+    assert same == {"campaign": "rig-4"}  # repeating its own name is fine
+    # another campaign's name is refused (issue 28; tests/hostile/test_campaign_integrity.py)
+    with pytest.raises(CampaignFileError, match=r"campaign 'rig-4', key 'campaign'"):
+        _settings(tmp_path, 'study = "drive"\ncampaign = "emps"', "rig-4")
 
 
 def test_start_study_without_entry_wrong_kind_or_bad_entry(tmp_path: Path) -> None:
