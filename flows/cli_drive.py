@@ -30,8 +30,9 @@ from flows.cli_validate import (
     metrics_table,
     run_validation,
 )
-from flows.drive_settings import DrivePreset, DriveSearch, recording_scales
+from flows.drive_settings import DriveSearch, check_search_recording
 from methods.errors import InputError
+from models.budget import check_samples
 from tasks.study_results import DriveResult
 
 app = typer.Typer(
@@ -101,8 +102,10 @@ def identify(
             from schemas.drive import load_drive_recording
 
             frame = load_drive_recording(data)
-            if given == study.data and study.resolved_preset() is DrivePreset.data:
-                recording_scales(frame)
+            if given == study.data:  # length, excitation, scales: refused before any work
+                check_search_recording(frame, study, str(data))
+            else:
+                check_samples(len(frame), str(data))
     with progress_bars(enabled=not as_json):
         result = run_drive_search(study, runner=runner)
     emit(result.to_dict(), as_json=as_json, human=lambda: print_drive_result(result))

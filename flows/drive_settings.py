@@ -12,6 +12,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from flows.cli_settings import Cli, explained
+from flows.data_refs import checked_data, data_choices
 from methods.errors import InputError
 from models.drivetrain import REFERENCE_STRUCTURE
 from models.drivetrain.gp.presets import (
@@ -45,7 +46,11 @@ class DriveSearch(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     data: Annotated[str | None, Cli(path=True)] = Field(
-        None, description="Recording (CSV/Parquet) or EMPS .mat; empty = the paper's reference"
+        None,
+        json_schema_extra=data_choices("drive"),
+        description="Recording: an ingested one as campaign:NAME@HASH (campaign:NAME: its "
+        "newest), or a CSV/Parquet/EMPS .mat file inside the worker's data root "
+        "(flows/data_refs.py); empty = the paper's reference",
     )
     reference_structure: list[str] = Field(
         [str(getattr(k, "value", k)) for k in REFERENCE_STRUCTURE],
@@ -57,8 +62,10 @@ class DriveSearch(BaseModel):
     )
     validation_data: Annotated[str | None, Cli(path=True)] = Field(
         None,
-        description="Recording (CSV/Parquet or EMPS .mat) not used for identification: the "
-        "identified model is simulated on it open loop (greylab drive validate)",
+        json_schema_extra=data_choices("drive"),
+        description="Recording not used for identification (as data: campaign:NAME@HASH or a "
+        "file inside the worker's data root): the identified model is simulated on it open "
+        "loop (greylab drive validate)",
     )
     emps_decimate: int = Field(10, ge=1, description="EMPS: keep every k-th sample")
     preset: DrivePreset | None = Field(
@@ -103,6 +110,11 @@ class DriveSearch(BaseModel):
         description="Registered model name drive-CAMPAIGN (letters, digits, ._-); empty = "
         "drive-HASH, the first 12 characters of the recording's content hash",
     )
+
+    @field_validator("data", "validation_data")
+    @classmethod
+    def _data(cls, value: str | None) -> str | None:
+        return checked_data(value, "drive")  # a dashboard user reads no other file
 
     @field_validator("campaign")
     @classmethod
@@ -188,15 +200,30 @@ class DriveSearch(BaseModel):
                        bounds=bounds)  # fmt: skip
 
 
-def recording_scales(recording: pd.DataFrame) -> Scales:
+def check_search_recording(frame: pd.DataFrame, study: DriveSearch, source: str) -> None:
+    """What the search will refuse, checked before any server starts (issue 28): a recording
+    longer than `GREYLAB_MAX_DRIVE_SAMPLES` (`models.budget`), a constant or near-constant
+    input, and for the `data` preset scales that explain nothing (`recording_scales`)."""
+    from models import budget
+    from models.drivetrain.scales import check_excitation
+
+    budget.check_samples(len(frame), source)
+    check_excitation(frame["torque_Nm"].to_numpy(float), source=source)
+    if study.resolved_preset() is DrivePreset.data:
+        recording_scales(frame, source=source)
+
+
+def recording_scales(recording: pd.DataFrame, *, source: str = "recording") -> Scales:
     """The recording's own scales for the `data` preset (`models.drivetrain.scales`), checked
-    to give nominals; the error names the way out (a preset or typed nominals)."""
+    to give nominals; the error names the file (`source`) and the way out (a preset or typed
+    nominals)."""
     try:
-        scales = estimate_scales(recording)
+        scales = estimate_scales(recording, source=source)
         scales.nominals()
     except InputError as exc:
+        text = str(exc) if str(exc).startswith(f"{source}:") else f"{source}: {exc}"
         raise InputError(
-            f"{exc}; name the parameters' magnitudes instead (--preset reference|emps, "
+            f"{text}; name the parameters' magnitudes instead (--preset reference|emps, "
             f"--nominal NAME=VALUE)"
         ) from None
     return scales

@@ -2,7 +2,11 @@
 
 Columns: ``t_s`` [s] strictly increasing and uniform (every step within ``UNIFORM_RTOL``
 = 1e-3 relative of the median step), ``torque_Nm`` (input), ``velocity_rad_s`` (output),
-optional ``position_rad``; all finite floats; at least 10 rows.
+optional ``position_rad``; all finite floats of magnitude at most ``MAX_MAGNITUDE`` = 1e15
+(beyond it squares and sums of the fits overflow: a measurement 1e300 is a unit or file
+error); the sample time between ``MIN_DT`` = 1e-7 s (10 MHz) and ``MAX_DT`` = 1 s (``t_s`` is
+in seconds: a recording in ms or ns is refused by name, it would ask for 1e6 RK4 substeps
+per sample); at least 10 rows.
 
 For a prismatic drive (EMPS) the columns keep their names but carry force [N] in
 ``torque_Nm``, velocity [m/s] in ``velocity_rad_s`` and position [m] in ``position_rad``.
@@ -30,6 +34,8 @@ EMPS_DIR = Path(__file__).resolve().parents[1] / "data" / "emps"
 EMPS_DEFAULT = EMPS_DIR / "DATA_EMPS.mat"
 EMPS_PULSES_DEFAULT = EMPS_DIR / "DATA_EMPS_PULSES.mat"
 MIN_ROWS = 10
+MAX_MAGNITUDE = 1e15
+MIN_DT, MAX_DT = 1e-7, 1.0
 
 
 class DriveRecording(pa.DataFrameModel):
@@ -52,6 +58,23 @@ class DriveRecording(pa.DataFrameModel):
     def finite(cls, df: pd.DataFrame) -> pd.Series:
         cols = [c for c in ("t_s", "torque_Nm", "velocity_rad_s", "position_rad") if c in df]
         return pd.Series(np.isfinite(df[cols].to_numpy(float)).all(axis=1), index=df.index)
+
+    @pa.check(
+        "t_s", "torque_Nm", "velocity_rad_s", "position_rad",
+        error=f"|value| must be at most {MAX_MAGNITUDE:g} (a measurement beyond it is a unit "
+        "or file error)",
+    )  # fmt: skip
+    def magnitude(cls, values: pd.Series) -> pd.Series:
+        return ~(values.abs() > MAX_MAGNITUDE)  # NaN/inf: the finite check reports them
+
+    @pa.check(
+        "t_s",
+        error=f"t_s is in seconds: the sample time must be between {MIN_DT:g} and {MAX_DT:g} s "
+        "(a larger step is a recording in ms or ns, a smaller one in ks)",
+    )
+    def sample_time(cls, t: pd.Series) -> pd.Series:
+        step = t.diff()
+        return step.isna() | ~(step > 0) | ((step >= MIN_DT) & (step <= MAX_DT))
 
     @pa.check("t_s", error="t_s must be strictly increasing")
     def increasing(cls, t: pd.Series) -> pd.Series:

@@ -12,6 +12,13 @@ Defaults fit a 2-core, 24 GiB machine; each is configurable on the machine that 
 | `GREYLAB_MAX_WORKERS`          | parallel workers of a study                     | 8         |
 | `GREYLAB_MAX_TESTS`            | press: calibration/validation tests per model   | 10,000    |
 | `GREYLAB_MAX_MODELS`           | press: candidate models of one study            | 20        |
+| `GREYLAB_MAX_DRIVE_SAMPLES`    | drive: samples of one simulation (identify, validate) | 500,000 |
+| `GREYLAB_MAX_DRIVE_SUBSTEPS`   | drive: RK4 substeps per sample                  | 10,000    |
+| `GREYLAB_MAX_DRIVE_WORK`       | drive: substeps x samples x states of one simulation | 2,000,000,000 |
+
+The drive limits live with the model (`models/budget.py`, the cost of a simulation estimated
+before anything is allocated: the worker's search and `drive validate` check them where the
+simulator is built); they are listed here so that `Limits.current()` shows every limit.
 
 A two-mass inverse simulation of 1e5 steps takes about 1.5 s and 150 MB; 2e6 steps stay well
 inside the memory. Errors name the setting, the value asked for, the limit and the variable.
@@ -24,6 +31,7 @@ import os
 from dataclasses import dataclass
 
 from methods.errors import InputError
+from models.budget import DEFAULTS as DRIVE_DEFAULTS
 
 _DEFAULTS = {
     "GREYLAB_MAX_INVERSE_STEPS": 2_000_000,
@@ -33,6 +41,7 @@ _DEFAULTS = {
     "GREYLAB_MAX_WORKERS": 8,
     "GREYLAB_MAX_TESTS": 10_000,
     "GREYLAB_MAX_MODELS": 20,
+    **DRIVE_DEFAULTS,
 }
 
 

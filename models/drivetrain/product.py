@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from methods.errors import InputError
+from models import budget
 from models.drivetrain.simulate import CompiledSimulator, get_simulator
 from models.drivetrain.submodels import DEFAULT_F_TANH, parameter_specs, parse_structure
 
@@ -119,6 +120,7 @@ class DriveModel:
             raise InputError(
                 f"drive model: 'min_substeps' must be an integer >= 1, got {self.min_substeps!r}"
             )
+        budget.check_substeps(self.min_substeps, "drive model: 'min_substeps'")
         weight = _finite(self.position_weight, "'position_weight'")
         if weight < 0:
             raise InputError(f"drive model: 'position_weight' must be >= 0, got {weight}")
@@ -292,6 +294,7 @@ def check_recording(
 
     if not isinstance(frame, pd.DataFrame):
         raise DataError(f"{source}: expected a drive-recording table, got {type(frame).__name__}")
+    budget.check_samples(len(frame), source)  # before validating: a simulator's size
     checked = validate_drive_recording(frame, source=source)
     t = checked["t_s"].to_numpy(float)
     dt = float((t[-1] - t[0]) / (t.size - 1))

@@ -40,6 +40,15 @@ follows the stiffest corner of the box (``models.drivetrain.simulate``):
 On the paper's reference every true parameter lies inside these boxes, and a machine k times
 heavier gets k times the boxes (``tests/models/drivetrain/test_scales.py``).
 The values are scales, not results: the search identifies every parameter inside these boxes.
+
+**A recording that does not excite the drive is refused by name** (``InputError``, exit 2),
+before any box is made: a constant or near-constant input (``check_excitation``: the torque's
+range at most ``INPUT_SPREAD_MIN`` = 1e-6 of its magnitude), and in ``nominals`` a fit that
+explains nothing (R^2 below ``R2_MIN`` = 0.5; a torque of pure noise reached 0.3-0.44
+through the best of the cutoffs) or an inertia that is zero in effect (not
+above two standard errors, or its torque ``J rms(dv/dt)`` below ``INERTIA_SHARE_MIN`` = 1e-6
+of the input's rms). Boxes built on such a fit (a constant torque gave ``J`` = 1.2e-17 at
+R^2 0.005) ask the step-size rule for ~1e12 RK4 substeps per sample (issue 28).
 """
 
 from __future__ import annotations
@@ -55,6 +64,29 @@ from methods.errors import InputError
 COLUMNS = ("J", "f_v", "M_C", "offset")
 SPREAD = 4.0  # box factor either side of a fallback (not estimated) nominal
 SPEED_FRACTION = 0.05
+INPUT_SPREAD_MIN = 1e-6  # relative range of the input below which it does not excite
+R2_MIN = 0.5  # a rigid-body fit below this explains nothing (pure noise reached 0.44)
+INERTIA_SHARE_MIN = 1e-6  # inertia torque J rms(a) relative to the input's rms
+
+
+def check_excitation(u: np.ndarray, *, source: str = "recording") -> None:
+    """``InputError`` when the input ``torque_Nm`` is constant or near-constant (its range at
+    most ``INPUT_SPREAD_MIN`` of its magnitude): such a recording does not excite the drive,
+    nothing about inertia or friction can be identified from it."""
+    u = np.asarray(u, dtype=float)
+    spread = float(np.ptp(u)) if u.size else 0.0
+    level = float(np.max(np.abs(u))) if u.size else 0.0
+    if spread > INPUT_SPREAD_MIN * level:
+        return
+    kind = f"constant ({u[0]:.6g} in every row)" if spread == 0 else (
+        f"near-constant (range {spread:.3g} around {float(np.mean(u)):.6g}, at most "
+        f"{INPUT_SPREAD_MIN:g} of its magnitude)"
+    )  # fmt: skip
+    raise InputError(
+        f"{source}: column 'torque_Nm' is {kind}: the recording does not excite the drive, so "
+        "its inertia and friction cannot be identified; record a motion driven by a varying "
+        "torque (reversing, as the reference excitation of `greylab drive simulate`)"
+    )
 
 
 @dataclass(frozen=True)
@@ -75,6 +107,7 @@ class Scales:
     u_rms: float = 0.0
     q_range: float = 0.0
     grid: tuple[tuple[float, float], ...] = field(default=(), repr=False)
+    a_rms: float = 0.0  # rms of the (unfiltered) acceleration, for the inertia's share
 
     def summary(self) -> str:
         parts = ", ".join(f"{k} {v:.4g}" for k, v in self.values.items())
@@ -98,6 +131,29 @@ class Scales:
             return value, None
         return fallback, (fallback / SPREAD, fallback * SPREAD)
 
+    def check_explains(self) -> None:
+        """``InputError`` when the fit explains nothing: R^2 below ``R2_MIN``, or an inertia
+        not above two standard errors or whose torque is below ``INERTIA_SHARE_MIN`` of the
+        input (module docstring). Boxes centred on such a fit are meaningless and stiff."""
+        J, se = self.values["J"], self.stderr["J"]
+        share = J * self.a_rms / self.u_rms if self.u_rms > 0 and self.a_rms > 0 else math.inf
+        if self.r2 < R2_MIN:
+            why = f"explains R^2 = {self.r2:.3g} of the input (below {R2_MIN:g})"
+        elif not J > 2 * se:
+            why = (
+                f"gives an inertia J = {J:.3g} not distinguishable from 0 (standard error {se:.3g})"
+            )
+        elif share < INERTIA_SHARE_MIN:
+            why = (f"gives an inertia J = {J:.3g} whose torque is {share:.2g} of the input's "
+                   f"(below {INERTIA_SHARE_MIN:g}): zero in effect")  # fmt: skip
+        else:
+            return
+        raise InputError(
+            f"scales from the data: the rigid-body fit u = J a + f_v v + M_C sign(v) + offset "
+            f"{why}; the recording does not excite the drive (or its torque and velocity "
+            "columns do not belong together)"
+        )
+
     def nominals(self) -> tuple[dict[str, float], dict[str, tuple[float, float]], float]:
         """``(nominals, bounds, f_tanh)`` by the rules of the module docstring (parameters
         without explicit bounds take 50..200 % of the nominal)."""
@@ -107,6 +163,7 @@ class Scales:
                 f"scales from the data: the rigid-body fit gives a non-positive inertia "
                 f"({J:.4g}); give the parameters' nominals (--nominal) or a preset"
             )
+        self.check_explains()
         f_v, f_v_box = self._estimate("f_v", 0.1 * u_rms / v_max)
         m_c, m_c_box = self._estimate("M_C", 0.1 * u_rms)
         resonance = min(3 * (self.rigid_hz or 0.25 / dt), 0.25 / dt)
@@ -174,7 +231,9 @@ def _fit(t: np.ndarray, u: np.ndarray, v: np.ndarray, cutoff_hz: float) -> tuple
     return theta, np.sqrt(np.diag(cov)), r2, int(keep.sum())
 
 
-def estimate_scales(recording: pd.DataFrame, *, cutoffs: list[float] | None = None) -> Scales:
+def estimate_scales(
+    recording: pd.DataFrame, *, cutoffs: list[float] | None = None, source: str = "recording"
+) -> Scales:
     """Rigid-body least squares on ``t_s``, ``torque_Nm``, ``velocity_rad_s`` (and the range of
     ``position_rad`` if present) over ``cutoffs`` [Hz] (default ``rigid_grid``; ``[0]`` fits
     the unfiltered record); the best R^2 wins (module docstring)."""
@@ -183,6 +242,7 @@ def estimate_scales(recording: pd.DataFrame, *, cutoffs: list[float] | None = No
     v = np.asarray(recording["velocity_rad_s"], float)
     if t.size < 10:
         raise InputError(f"scales from the data need at least 10 samples, got {t.size}")
+    check_excitation(u, source=source)
     dt = float((t[-1] - t[0]) / (t.size - 1))
     grid = rigid_grid(dt, float(t[-1] - t[0])) if cutoffs is None else list(cutoffs)
     fits = [(f, *_fit(t, u, v, f)) for f in grid]
@@ -195,4 +255,5 @@ def estimate_scales(recording: pd.DataFrame, *, cutoffs: list[float] | None = No
         dt=dt, v_max=float(np.max(np.abs(v))), u_rms=float(np.sqrt(np.mean(u**2))),
         q_range=float(np.ptp(np.asarray(q, float))) if q is not None else 0.0,
         grid=tuple((float(f), float(r2)) for f, _th, _se, r2, _n in fits),
+        a_rms=float(np.sqrt(np.mean(np.gradient(v, t) ** 2))),
     )  # fmt: skip

@@ -33,6 +33,8 @@ import casadi as ca
 import numpy as np
 
 from methods.errors import InputError
+from models import budget
+from models.budget import SimulationCost
 from models.drivetrain.kit import StateSpace, assemble
 from models.drivetrain.submodels import DEFAULT_F_TANH, Submodel, canonical
 
@@ -51,8 +53,10 @@ def stiffness_bound(model: StateSpace) -> float:
         states.append(inside)
 
     def rho(p: np.ndarray) -> float:
-        radii = [np.max(np.abs(np.linalg.eigvals(np.asarray(jac(x, 0.0, p))))) for x in states]
-        return float(max(radii))
+        mats = [np.asarray(jac(x, 0.0, p)) for x in states]
+        if not all(np.isfinite(m).all() for m in mats):  # overflow (e.g. f_tanh 1e308): unbounded
+            return math.inf
+        return float(max(np.max(np.abs(np.linalg.eigvals(m))) for m in mats))
 
     p = np.array([s.nominal for s in model.specs])
     best = rho(p)
@@ -79,8 +83,40 @@ def optimisation(opt: str, n_sub: int, n_samples: int, nx: int, n_p: int) -> str
 
 
 def substeps(model: StateSpace, dt: float, min_substeps: int = 1) -> int:
-    """Number of RK4 substeps per sample from the step-size rule."""
-    return max(int(min_substeps), math.ceil(dt * stiffness_bound(model) / RK4_SAFE_H_RHO))
+    """Number of RK4 substeps per sample from the step-size rule; a `models.budget.LimitError`
+    naming the rule's numbers when it exceeds `GREYLAB_MAX_DRIVE_SUBSTEPS` (or is unbounded:
+    a non-finite stiffness), before anything is built."""
+    return _substeps(model, dt, min_substeps)[0]
+
+
+def _substeps(model: StateSpace, dt: float, min_substeps: int) -> tuple[int, float]:
+    """``(n_sub, rho)``: the substep count within the limit and the stiffness behind it."""
+    what = f"drive model {[k.value for k in model.structure]} at sample time {dt:g} s"
+    budget.check_substeps(min_substeps, what, "the model's min_substeps")
+    rho = stiffness_bound(model)
+    needed = dt * rho / RK4_SAFE_H_RHO if math.isfinite(rho) else math.inf
+    budget.check_substeps(needed, what, _stiffness_reason(model, dt, rho))
+    return max(int(min_substeps), math.ceil(needed)), rho
+
+
+def _stiffness_reason(model: StateSpace, dt: float, rho: float) -> str:
+    """Why the step-size rule asks for many substeps: its numbers and the box behind them."""
+    box = ", ".join(f"{s.name} {s.lower:.3g}..{s.upper:.3g}" for s in model.specs)
+    return (
+        f"step-size rule n_sub = ceil(dt * rho / {RK4_SAFE_H_RHO:g}) with the stiffest "
+        f"eigenvalue over the parameter box rho = {rho:.3g} 1/s (f_tanh {model.f_tanh:g}; "
+        f"box {box[:300]}): a box with a near-zero inertia, a huge stiffness or friction gain, "
+        "or a sample time in the wrong unit makes the drive this stiff"
+    )
+
+
+def simulation_cost(model: StateSpace, n_samples: int, dt: float, n_sub: int) -> SimulationCost:
+    """The cost of a whole-record simulator (`models.budget`), known before it is built."""
+    taps = 0
+    if Submodel.DELAY in model.structure:
+        upper = model.specs[model.param_names.index("T_d")].upper
+        taps = min(math.ceil(upper / dt) + 2, n_samples) if math.isfinite(upper / dt) else n_samples
+    return SimulationCost(n_samples, n_sub, model.x.size1(), model.p.size1(), taps)
 
 
 @dataclass(frozen=True, eq=False)
@@ -185,9 +221,14 @@ def compile_simulator(
     """
     if n_samples < 2:
         raise InputError(f"a record needs at least 2 samples, got {n_samples}")
-    if not dt > 0:
-        raise InputError(f"sample time must be > 0, got {dt!r}")
-    n_sub = substeps(model, dt, min_substeps)
+    if not (dt > 0 and math.isfinite(dt)):
+        raise InputError(f"sample time must be finite and > 0, got {dt!r}")
+    what = f"drive model {[k.value for k in model.structure]}"
+    budget.check_samples(n_samples, what)
+    n_sub, rho = _substeps(model, dt, min_substeps)
+    cost = simulation_cost(model, n_samples, dt, n_sub)
+    budget.check_cost(cost, f"{what} at sample time {dt:g} s",
+                      _stiffness_reason(model, dt, rho) if n_sub > 1 else "")  # fmt: skip
     nx, n_p = model.x.size1(), model.p.size1()
     has_delay = Submodel.DELAY in model.structure
     step, aug = _sample_step(model, n_sub, dt, has_delay)

@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from methods.errors import InputError
+from models import budget
 from models.drivetrain.gp.evaluate import (
     Evaluation,
     IndividualSpec,
@@ -22,6 +23,7 @@ from models.drivetrain.gp.evaluate import (
     evaluate_batch,
 )
 from models.drivetrain.gp.settings import GPSettings
+from models.drivetrain.scales import check_excitation
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,9 @@ def as_arrays(recording: Any) -> RecordingArrays:
         )
     from schemas.drive import validate_drive_recording
 
+    budget.check_samples(len(recording), "recording")
     frame = validate_drive_recording(recording, source="recording")
+    check_excitation(frame["torque_Nm"].to_numpy(float))
     t = frame["t_s"].to_numpy(float)
     return RecordingArrays(
         u=frame["torque_Nm"].to_numpy(float).copy(),
