@@ -29,6 +29,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from flows.cli_common import means_all, parse_overrides, split_lists
+from flows.data_refs import allow_data_paths
 from methods.errors import InputError
 
 
@@ -139,7 +140,9 @@ def settings_from_cli(model: type[BaseModel], values: dict[str, Any]) -> Any:
         cli, value = cli_of(field), values[name]
         origin = typing.get_origin(_without_none(field.annotation)[0])
         if cli.path and value is not None:
-            value = str(Path(value).resolve())
+            text = str(value)  # campaign:NAME: ingested data by reference, taken as is
+            value = text if text.startswith("campaign:") else str(Path(value).resolve())
+            allow_data_paths([value])  # the trusted CLI user's own file (flows/data_refs.py)
         elif origin is list:
             value = split_lists(value)
         elif origin is dict:

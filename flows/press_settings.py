@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from flows.cli_settings import Cli, explained
+from flows.data_refs import checked_data, data_choices
 from methods.press.design import Criterion
 from methods.press.hypothesis import Correction, Statistic
 from methods.press.splits import SplitKind
@@ -39,10 +40,16 @@ class PressStudy(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     data: Annotated[str | None, Cli(path=True)] = Field(
-        None, description="Measurement table (CSV/Parquet); empty = the digital twin"
+        None,
+        json_schema_extra=data_choices("press"),
+        description="Measurement table: ingested data as campaign:NAME (all its files) or "
+        "campaign:NAME@HASH (one file), or a CSV/Parquet file inside the worker's data root "
+        "(flows/data_refs.py); empty = the digital twin",
     )
     sensor_sheet: Annotated[str | None, Cli(name="sheet", path=True)] = Field(
-        None, description="Sensor sheet (sensor,sigma_um); empty = sigma from the repeats"
+        None,
+        description="Sensor sheet (sensor,sigma_um), a file inside the worker's data root; "
+        "empty = sigma from the repeats",
     )
     twin_truth: Truth = Field(
         Truth.M3, description=explained("Friction model of the digital twin (no data)", Truth)
@@ -129,6 +136,16 @@ class PressStudy(BaseModel):
 
         limits.check("models", len(value), "GREYLAB_MAX_MODELS")
         return [check_model_reference(m) for m in value]
+
+    @field_validator("data")
+    @classmethod
+    def _data(cls, value: str | None) -> str | None:
+        return checked_data(value, "press")  # a dashboard user reads no other file
+
+    @field_validator("sensor_sheet")
+    @classmethod
+    def _sensor_sheet(cls, value: str | None) -> str | None:
+        return checked_data(value, None)
 
     @field_validator("design_model")
     @classmethod

@@ -9,3 +9,7 @@ import os
 os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
+# Tests build study settings as the trusted Python API does, with files anywhere (tmp_path);
+# the confinement of dashboard data paths (flows/data_refs.py) is tested on its own, with this
+# unset (tests/hostile/test_dashboard_data.py).
+os.environ.setdefault("GREYLAB_ALLOWED_DATA_ROOTS", os.sep)
