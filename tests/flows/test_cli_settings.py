@@ -120,7 +120,11 @@ def test_an_invalid_value_names_the_option_not_the_field() -> None:
     [
         (["press", "detect"], PressStudy, {"--runner", "--workers", "--json"}),
         (["drive", "identify"], DriveSearch, {"--runner", "--json"}),
-        (["inverse", "run"], InverseStudy, {"--demand", "--out", "--track", "--json"}),
+        (
+            ["inverse", "run"],
+            InverseStudy,
+            {"--demand", "--out", "--overwrite", "--track", "--json"},
+        ),
         (["ingest"], IngestSettings, {"--inbox", "--data-root", "--json"}),
     ],
 )
