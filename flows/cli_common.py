@@ -177,7 +177,7 @@ def means_all(text: object) -> bool:
     return str(text).strip().lower() in {"0", "all"}
 
 
-TABLE_SUFFIXES = (".csv", ".parquet", ".pq")
+TABLE_SUFFIXES = (".parquet", ".pq", ".csv")
 #: figure formats greylab writes (matplotlib's raster and vector backends)
 FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
 OVERWRITE_HELP = "Replace output files that exist (without it an existing file is refused)."
@@ -192,7 +192,7 @@ def check_output(
     if path.suffix.lower() not in suffixes:
         raise InputError(
             f"{option} {quote(str(path))}: unsupported file type {path.suffix or '(none)'!r}; "
-            f"use one of {', '.join(suffixes)}"
+            f"use a {', '.join(suffixes[:-1])} or {suffixes[-1]} file name"
         )
     try:
         exists = path.exists() or path.is_symlink()

@@ -227,7 +227,7 @@ def test_run_keeps_its_option_names_and_defaults() -> None:
     assert defaults == {
         "--method": "euler", "--dt": 1e-3, "--t-end": None, "--set": None, "--check": True,
         "--experiment": "inverse-simulation", "--demand": None, "--out": None, "--track": True,
-        "--json": False,
+        "--json": False, "--overwrite": False,
     }  # fmt: skip
     assert options["--check"].secondary_opts == ["--no-check"]
     assert options["--track"].secondary_opts == ["--no-track"]
