@@ -119,14 +119,19 @@ def test_study_trigger_runs_press_on_the_real_campaign_table_and_skips_drive(
 def test_study_trigger_reports_bad_campaign_data_without_failing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prefect_home: None
 ) -> None:
-    """Each file is valid, their concatenation is not (4 steps, then 3)."""
+    """Each file is valid, their concatenation is not (4 steps, then 3): a campaign stored
+    before issue 28, whose shape check now quarantines the second file
+    (tests/hostile/test_campaign_integrity.py), so the check is bypassed here."""
     import flows.press_flow
+    from ingestion.job import Job
 
     inbox, root = _lab(tmp_path)
     rng = np.random.default_rng(4)
     write(inbox, "line-1__a.csv", press_frame(rng, n_steps=4))
     write(inbox, "line-1__b.csv", press_frame(rng, n_steps=3))
-    assert ingest_inbox(inbox, root).count(ingest_flow.ingest_tasks.Status.ingested) == 2
+    with monkeypatch.context() as patch:
+        patch.setattr(Job, "_misfit", lambda *args: None)
+        assert ingest_inbox(inbox, root).count(ingest_flow.ingest_tasks.Status.ingested) == 2
     monkeypatch.setattr(flows.press_flow, "run_press_study", _no_study)
     (result,) = start_study(Study.press, "line-1", root, None, [])
     assert result["status"] == "failed" and "series 2 lacks step(s) [3]" in result["reason"]
