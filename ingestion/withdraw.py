@@ -37,6 +37,7 @@ from schemas.storage import fsync_dir
 
 WITHDRAWN_DIR = "withdrawn"
 _HEX = re.compile(r"^[0-9a-f]{8,64}$")
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _QUOTE = 120
 
 
@@ -152,10 +153,21 @@ def withdraw(data_root: str | Path, reference: str) -> Withdrawal:
 
 
 def take_out(root: Path, sha: str, part: str | None) -> list[str]:
-    """Steps 2 and 3 for a file the ledger no longer counts (idempotent); lock held."""
+    """Steps 2 and 3 for a file the ledger no longer counts (idempotent); lock held. Only a
+    part of that hash under `datasets/` and archived originals of that hash are touched,
+    whatever the ledger says (it is a file in the data root, writable by the lab)."""
+    if not _SHA256.match(sha):
+        return []
     if part:
         path = root / part
-        if path.name == f"part-{sha}.parquet" and path.is_file() and not path.is_symlink():
+        datasets = (root / "datasets").resolve()
+        inside = datasets in path.resolve().parents
+        if (
+            inside
+            and path.name == f"part-{sha}.parquet"
+            and path.is_file()
+            and not path.is_symlink()
+        ):
             path.unlink()
             fsync_dir(path.parent)
     moved: list[str] = []

@@ -179,3 +179,27 @@ def test_a_section_cannot_claim_another_campaigns_name(tmp_path: Path) -> None:
     assert "campaign 'rig-2', key 'campaign'" in study["reason"]
     assert "'emps' is not this section's campaign" in study["reason"]
     assert "data" not in study and "run_id" not in study  # nothing started
+
+
+def test_withdraw_touches_nothing_outside_the_dataset_whatever_the_ledger_says(
+    tmp_path: Path,
+) -> None:
+    """The ledger is a file in the data root: a forged record's `part` pointing out of
+    `datasets/` (or a hash with glob or path characters) never deletes anything there."""
+    inbox, root = _folders(tmp_path)
+    write(inbox, "line-1__a.csv", press_frame(np.random.default_rng(5)))
+    ingest_inbox(inbox, root)
+    sha = "ab" * 32
+    victim = tmp_path / "outside" / f"part-{sha}.parquet"
+    victim.parent.mkdir()
+    victim.write_text("precious")
+    forged = {"sha256": sha, "name": "x.csv", "study": "press", "campaign": "line-1", "rows": 1,
+              "status": "ingested", "part": f"../outside/part-{sha}.parquet"}  # fmt: skip
+    Ledger(root / "ledger.jsonl").append(forged)
+    Ledger(root / "ledger.jsonl").append({**forged, "sha256": "../../outside/*", "name": "y"})
+    assert withdraw(root, sha).status == "withdrawn"
+    assert victim.read_text() == "precious"
+    with pytest.raises(IngestError, match="not an ingested file"):
+        withdraw(root, "../../outside/*")
+    ingest_inbox(inbox, root)  # the next run's clean-up neither
+    assert victim.read_text() == "precious"
