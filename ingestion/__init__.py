@@ -23,6 +23,7 @@ Layout under the data root:
 ```
 datasets/study=<press|drive>/campaign=<name>/part-<sha256>.parquet   validated rows
 archive/<sha256>-<safe name>                                          ingested originals
+withdrawn/<sha256>-<safe name>                                        originals taken back out
 quarantine/<safe name> + <safe name>.error.txt                        rejects + reason
 ledger.jsonl                                                          one record per outcome
 campaigns.toml                                                        the lab's studies per
@@ -38,13 +39,23 @@ rows plus `source_sha256`; the part is named by the content hash, so rewriting i
 idempotent.
 
 Which files, and when: only `.csv`/`.parquet` files directly in the inbox (anything else is
-left in place and reported). A file is taken when stable: not modified for the settle window,
-then the same size, mtime and SHA-256 after waiting it again. It is copied to
+left in place and reported; `name.csv.part` is an upload in progress, renamed by the uploader
+when complete). A file is taken when stable: not modified for the settle window, then the same
+size, mtime and SHA-256 after waiting it again, and held open for writing by no process we can
+see (`writers`: Linux `/proc`; other users' processes only as root). A file that grew after it
+was taken (same name, the ingested bytes are its start) is ingested whole on the next run and
+replaces the partial part (`replaces` in its ledger record). It is copied to
 `<data root>/.staging/<sha256>-<safe name>`, hashed while copied; the staged copy is what is
 read, stored, archived or quarantined (too big to stage: the original is quarantined). The inbox
 file is removed at the end if it is still the file that was taken; if it changed meanwhile it is
 set aside in quarantine (its old content is ingested already). Folders on the import path are
 refused (`ingestion.staging.check_locations`).
+
+Campaign integrity (`campaign_shape`): every press file of a campaign has the campaign's
+sensor and step sets (the campaign is studied as one table); a file that differs is
+quarantined with the difference named. `greylab ingest withdraw FILE|HASH` (`withdraw`) takes
+an ingested file back out: ledger record `withdrawn`, part removed, original to `withdrawn/`.
+Readers and jobs count the files `ledger.current_ingested` gives.
 
 Crash safety: part (atomic temp + fsync + rename) -> ledger record (fsynced append, with the
 inbox file's identity) -> archive the staged copy -> remove the inbox file. A staged copy left
@@ -56,7 +67,8 @@ the next run removes them.
 Modules: `rules` (study, campaign, validation), `layout` (where files go), `results` (outcomes
 and the report), `names`, `inbox` (scan, hash, identity), `moves` (no-overwrite moves), `ledger`
 (JSON Lines ledger and the lock), `staging` (allowed folders, staged copies), `job` (one file's
-crash-safe steps), `run` (`ingest_inbox`), `readers` (the dataset back), `campaigns` (the
+crash-safe steps), `run` (`ingest_inbox`), `readers` (the dataset back), `references`
+(`campaign:NAME[@HASH]` for flows), `campaign_shape`, `writers`, `withdraw`, `campaigns` (the
 campaign file `campaigns.toml`: read and shape-checked for `--trigger-studies`; ingestion
 itself never reads it). The Prefect tasks and
 the MLflow recorder are `tasks.ingest` and `tasks.ingest_records`; atomic writes are
