@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from tasks.recorder import content_hash, finite, param_text, run_tags
+from tasks.stores import owner_tags
 
 
 @dataclass
@@ -60,7 +61,7 @@ class InMemoryTracker:
     ) -> str:
         run_id = f"run-{len(self.runs) + 1}"
         run = RecordedRun(run_id, experiment, name, parent_run_id)
-        run.tags = run_tags(study, parent_run_id, tags)
+        run.tags = {**run_tags(study, parent_run_id, tags), **owner_tags()}  # as `Tracker`
         self.runs[run_id] = run
         return run_id
 

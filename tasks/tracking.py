@@ -41,6 +41,7 @@ from tasks.recorder import (
     validate_experiment_name,
 )
 from tasks.settings import Settings, load_settings
+from tasks.stores import owner_tags, prepare_tracking_store, tracking_client
 
 __all__ = ["StudyRecorder", "Tracker", "content_hash", "git_commit", "validate_experiment_name"]
 
@@ -67,16 +68,15 @@ class Tracker:
 
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings or load_settings()
-        self.client = MlflowClient(tracking_uri=self.settings.tracking_uri)
+        # created under the store's file lock: MLflow creates/migrates a store on first open
+        self.client: MlflowClient = tracking_client(self.settings)
 
     # -- store and runs -------------------------------------------------------------
     def ensure_store(self) -> None:
-        """Create or upgrade the store now, once, before parallel writers start."""
-        if self.settings.tracking_uri.startswith("sqlite:"):
-            Path(self.settings.tracking_uri.removeprefix("sqlite:///")).parent.mkdir(
-                parents=True, exist_ok=True
-            )
-        self.client.search_experiments(max_results=1)
+        """Create or upgrade the store now, once, before parallel writers start, under a file
+        lock shared with other processes; runs of killed processes become KILLED
+        (`tasks.stores.prepare_tracking_store`)."""
+        prepare_tracking_store(self.client, self.settings)
 
     def experiment_id(self, name: str) -> str:
         """The experiment `name`, created on first use, tagged as a model-development
@@ -110,7 +110,7 @@ class Tracker:
         parent_run_id: str | None = None,
         tags: Mapping[str, str] | None = None,
     ) -> str:
-        all_tags = run_tags(study, parent_run_id, tags)
+        all_tags = {**run_tags(study, parent_run_id, tags), **owner_tags()}
         run = self.client.create_run(self.experiment_id(experiment), run_name=name, tags=all_tags)
         return run.info.run_id
 
