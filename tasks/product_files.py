@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,7 +26,12 @@ from typing import Any
 from methods.errors import InputError
 
 MAX_SPEC_BYTES = 20_000_000  # a spec is a few kB; a drive spec with history well below this
-_STORE_ERRORS = ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE", "NOT_FOUND", "BAD_REQUEST")
+MAX_MLMODEL_BYTES = 2_000_000  # MLmodel with its signature and metadata: a few kB
+#: MLflow error codes of a URI that names nothing (the user's input); any other code, or a
+#: database failure inside the message, is the store's failure
+_USER_ERRORS = ("RESOURCE_DOES_NOT_EXIST", "INVALID_PARAMETER_VALUE", "NOT_FOUND", "BAD_REQUEST")
+_DATABASE_FAILURE = re.compile(r"DatabaseError|OperationalError|disk image is malformed|"
+                               r"file is not a database", re.IGNORECASE)  # fmt: skip
 
 
 class StoreUnreadable(RuntimeError):
@@ -57,8 +63,10 @@ def local_model_folder(model_uri: str) -> Iterator[Path]:
         try:
             local = mlflow.artifacts.download_artifacts(artifact_uri=model_uri, dst_path=tmp)
         except MlflowException as exc:
-            if exc.error_code not in _STORE_ERRORS and "not a database" in str(exc).lower():
-                raise StoreUnreadable(f"MLflow store cannot be read: {exc}"[:600]) from None
+            if exc.error_code not in _USER_ERRORS or _DATABASE_FAILURE.search(str(exc)):
+                raise StoreUnreadable(
+                    f"MLflow store cannot be read while loading {_say(model_uri)}: {exc}"[:600]
+                ) from None
             text = f"{_say(model_uri)}: cannot be loaded ({type(exc).__name__}: {exc})"
             raise InputError(text[:600]) from None
         except (OSError, ValueError) as exc:
@@ -79,6 +87,11 @@ def read_mlmodel(folder: Path, model_uri: str) -> dict[str, Any]:
     path = folder / "MLmodel"
     if not path.is_file():
         raise InputError(f"{_say(model_uri)}: cannot be loaded (no MLmodel file in the folder)")
+    if path.stat().st_size > MAX_MLMODEL_BYTES:
+        raise InputError(
+            f"{_say(model_uri)}: MLmodel has {path.stat().st_size} bytes (at most "
+            f"{MAX_MLMODEL_BYTES}; greylab writes a few kB)"
+        )
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:

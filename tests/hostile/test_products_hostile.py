@@ -165,6 +165,14 @@ def test_yaml_tags_in_mlmodel_construct_nothing(product, home, capsys) -> None:
     assert "not readable YAML" in capsys.readouterr().err
 
 
+def test_an_oversized_mlmodel_is_refused_unread(product, home, capsys) -> None:
+    folder = _copy(product, home)
+    with (folder / "MLmodel").open("a") as handle:
+        handle.write("# padding\n" * 300_000)
+    assert _validate(folder, product["data"]) == 2
+    assert "MLmodel has" in capsys.readouterr().err
+
+
 def test_sensors_the_model_lacks_are_named_not_dropped_silently(product, home, capsys) -> None:
     table = pd.read_csv(product["data"])
     extra = table[table["sensor"] == "D_vertical"].assign(sensor="a[1]")
