@@ -9,6 +9,7 @@ a dot, so dataset readers (pyarrow) skip those left by a killed writer.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from collections.abc import Callable
@@ -53,11 +54,24 @@ def write_atomic(
         if replace:
             os.replace(tmp, path)
         else:
-            os.link(tmp, path)
+            _link_new(tmp, path)
     finally:
         Path(tmp).unlink(missing_ok=True)
     fsync_dir(path.parent)
     return path
+
+
+def _link_new(tmp: str, path: Path) -> None:
+    """`tmp` into place as `path` only if `path` does not exist (FileExistsError). A file
+    system without hard links: checked, then renamed (a writer racing in between may lose)."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise
+    except OSError:
+        if path.exists() or path.is_symlink():
+            raise FileExistsError(errno.EEXIST, "File exists", str(path)) from None
+        os.replace(tmp, path)
 
 
 def current_umask() -> int:

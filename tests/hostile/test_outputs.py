@@ -120,3 +120,19 @@ def test_a_file_created_while_writing_is_not_replaced(tmp_path: Path, monkeypatc
         write_table(pd.DataFrame({"a": [1]}), out)
     assert out.read_text() == OLD
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_file_system_without_hard_links_still_never_replaces(tmp_path: Path, monkeypatch) -> None:
+    from schemas import storage
+
+    def no_links(source: str, target: object) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(storage.os, "link", no_links)
+    new = tmp_path / "new.txt"
+    storage.write_atomic(new, lambda h: h.write(b"new"), readable=True, replace=False)
+    assert new.read_bytes() == b"new" and _mode(new) == 0o644
+    with pytest.raises(FileExistsError):
+        storage.write_atomic(new, lambda h: h.write(b"other"), replace=False)
+    assert new.read_bytes() == b"new"
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
