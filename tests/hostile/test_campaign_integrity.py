@@ -203,3 +203,26 @@ def test_withdraw_touches_nothing_outside_the_dataset_whatever_the_ledger_says(
         withdraw(root, "../../outside/*")
     ingest_inbox(inbox, root)  # the next run's clean-up neither
     assert victim.read_text() == "precious"
+
+
+def test_after_a_withdrawal_the_campaigns_study_starts_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What --trigger-studies does for the campaign (the press study itself replaced by a
+    recorder, the table task run as its plain function: no Prefect engine needed)."""
+    from types import SimpleNamespace
+
+    import flows.press_flow
+    from tasks import ingest as ingest_tasks
+
+    _, root, sha = _broken_campaign(tmp_path, monkeypatch)
+    monkeypatch.setattr(ingest_tasks, "campaign_table_task", ingest_tasks.campaign_table_task.fn)
+    seen: list = []
+    monkeypatch.setattr(flows.press_flow, "run_press_study",
+                        lambda s: seen.append(s) or SimpleNamespace(parent_run_id="r"))  # fmt: skip
+    (failed,) = start_study(Study.press, "line-1", root, None, [])
+    assert failed["status"] == "failed" and "every series must have every step" in failed["reason"]
+    withdraw(root, sha)
+    (done,) = start_study(Study.press, "line-1", root, None, [])
+    assert done["status"] == "done" and len(seen) == 1, done
+    assert sorted(pd.read_parquet(done["data"])["sensor"].unique()) == ["s1", "s2"]
