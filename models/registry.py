@@ -28,6 +28,7 @@ from typing import Any
 
 from methods.errors import InputError
 from methods.protocol import ResponseModel
+from methods.timeouts import PluginTimeout, call_with_time_limit
 from models.press import M1, M2, M3
 
 BUILTIN: dict[str, Any] = {"M1": M1, "M2": M2, "M3": M3}
@@ -46,6 +47,12 @@ def _first_line(exc: BaseException) -> str:
     """`SyntaxError: invalid syntax (mod.py, line 3)`: the error's type and first line."""
     lines = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {lines[0][:300] if lines else ''}".rstrip(": ")
+
+
+def _timed(fn: Any, *args: Any, what: str) -> Any:
+    """One call into a plugin, bounded by `GREYLAB_PLUGIN_TIMEOUT_S` (`methods.timeouts`):
+    `PluginTimeout` (exit 2) naming the call when it runs longer."""
+    return call_with_time_limit(fn, *args, what=f"model plugin: {_short(what, 300)}")
 
 
 def is_reference(value: str) -> bool:
@@ -111,7 +118,9 @@ def _import(reference: str) -> Any:
         )
     module_name, _, attr = reference.partition(":")
     try:
-        module = importlib.import_module(module_name)
+        module = _timed(importlib.import_module, module_name, what=f"importing {reference}")
+    except PluginTimeout:
+        raise
     except ImportError as exc:
         raise InputError(
             f"cannot import module {_short(module_name)} for model: {_short(str(exc), 200)} "
@@ -148,7 +157,9 @@ def resolve_model(name_or_path: str | ResponseModel) -> Any:
                     "forces) method, so it is not a ResponseModel (not instantiated)"
                 )
             try:
-                obj = obj()
+                obj = _timed(obj, what=f"the constructor {obj.__name__}() of {name_or_path}")
+            except PluginTimeout:
+                raise
             except TypeError as exc:
                 raise InputError(
                     f"model {_short(name_or_path)}: the class needs a constructor without "

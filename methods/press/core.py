@@ -28,6 +28,7 @@ import numpy as np
 
 from methods.errors import InputError
 from methods.press.lm import StopReason, Tolerances, levenberg_marquardt
+from methods.timeouts import call_with_time_limit
 
 EPS = float(np.finfo(float).eps)
 
@@ -102,7 +103,11 @@ def compile_model(model: Any, n_q: int) -> CompiledModel:
             # numpy functions on symbols (np.column_stack of SX columns) work through CasADi's
             # legacy numpy mode, which announces its future change with a long FutureWarning
             warnings.filterwarnings("ignore", category=FutureWarning, module="casadi")
-            H = ca.SX(model.response(p, q))
+            name = getattr(model, "name", type(model).__name__)
+            what = f"model {name!r}: response(p, forces) on CasADi symbols"
+            H = ca.SX(call_with_time_limit(model.response, p, q, what=what))
+    except InputError:  # PluginTimeout: the plugin ran longer than GREYLAB_PLUGIN_TIMEOUT_S
+        raise
     except Exception as exc:  # a user model that cannot take CasADi symbols
         raise InputError(
             f"model {getattr(model, 'name', model)!r}: response(p, forces) must evaluate on "

@@ -34,11 +34,13 @@ def _capped() -> None:  # in the child, before exec: at most 4 GiB of address sp
     resource.setrlimit(resource.RLIMIT_AS, (CAP_BYTES, CAP_BYTES))
 
 
-def _limited(args: list[str], home: Path, timeout: float = 180, **env: str):
+def _limited(
+    args: list[str], home: Path, *, timeout: float = 180, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """`python args...` from the project folder under RLIMIT_AS and a timeout."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("GREYLAB_MAX_")}
-    environ |= {"GREYLAB_HOME": str(home / "home"), "MLFLOW_TRACKING_URI": "", **env}
-    environ.pop("MLFLOW_TRACKING_URI")
+    environ |= {"GREYLAB_HOME": str(home / "home"), "PYTHONPATH": str(ROOT), **(env or {})}
+    environ.pop("MLFLOW_TRACKING_URI", None)
     environ.pop("PREFECT_API_URL", None)
     return subprocess.run(
         [sys.executable, *args], cwd=ROOT, env=environ, preexec_fn=_capped,
@@ -46,9 +48,9 @@ def _limited(args: list[str], home: Path, timeout: float = 180, **env: str):
     )  # fmt: skip
 
 
-def _cli(home: Path, *argv: str, **env: str):
+def _cli(home: Path, *argv: str, **env: str) -> subprocess.CompletedProcess[str]:
     return _limited(["-c", "import sys; from flows.cli import main; sys.exit(main())", *argv],
-                    home, **env)  # fmt: skip
+                    home, env=env)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
