@@ -10,7 +10,9 @@ steps of ``substeps`` RK4 substeps over ``states`` states, with forward sensitiv
 - **bytes**, an upper estimate of the memory to build and run it: ``samples x``
   :data:`BYTES_PER_SAMPLE` (measured: building the whole-record CasADi functions with
   sensitivities took 1.7-1.9 GB for 2e5-4e5 samples and 17 GB for 2e6, i.e. up to ~8.5 kB a
-  sample) plus the trajectories with sensitivities (``8 x states x (1 + parameters)`` a
+  sample; the function with sensitivities is built only on the first Jacobian, so a
+  validation, which never asks for one, needs about a quarter: 0.6 GB for 4e5 samples)
+  plus the trajectories with sensitivities (``8 x states x (1 + parameters)`` a
   sample), the substep weights (``96 x substeps``) and the delay's shifted inputs
   (``32 x delay_taps x samples``).
 
@@ -23,9 +25,9 @@ environment; a flow parameter cannot raise them), like those of ``tasks/limits.p
 | `GREYLAB_MAX_DRIVE_SUBSTEPS`  | RK4 substeps per sample (step-size rule, `min_substeps`) | 10,000   |
 | `GREYLAB_MAX_DRIVE_WORK`      | substeps x samples x states of one simulation       | 2,000,000,000 |
 
-Measured for scale: the paper's reference (2,001 samples, 1 substep, 4 states) is 8e3; EMPS
-at 1 kHz with backlash (24,841 samples, 32 substeps, 5 states) 4e6; 500,000 samples stay
-below ~5 GB. A refusal is an ``InputError`` (exit 2) that names the numbers, the limit, its
+For scale: the paper's reference (2,001 samples, 1 substep, 4 states) is 8e3 state updates;
+EMPS at 1 kHz with backlash (24,841 samples, 32 substeps, 5 states) 4e6; 500,000 samples are
+estimated at ~5 GB with sensitivities. A refusal is an ``InputError`` (exit 2) that names the numbers, the limit, its
 variable and why the substep count is what it is.
 """
 

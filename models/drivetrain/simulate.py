@@ -26,7 +26,8 @@ Initial state: at rest except that every inertia moves with the initial velocity
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+import threading
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import casadi as ca
@@ -39,6 +40,7 @@ from models.drivetrain.kit import StateSpace, assemble
 from models.drivetrain.submodels import DEFAULT_F_TANH, Submodel, canonical
 
 RK4_SAFE_H_RHO = 2.0
+_BUILD_LOCK = threading.Lock()
 OPTIMISE_WORK = 2_000_000
 
 
@@ -132,7 +134,7 @@ class CompiledSimulator:
     dt: float
     n_sub: int
     _sim: ca.Function
-    _simjac: ca.Function
+    _simjac: ca.Function | Callable[[], ca.Function]  # its builder until the first Jacobian
     native: bool = False
 
     def simulate(self, p: np.ndarray, u: np.ndarray, y0: float = 0.0) -> np.ndarray:
@@ -141,8 +143,21 @@ class CompiledSimulator:
     def simulate_with_jacobian(
         self, p: np.ndarray, u: np.ndarray, y0: float = 0.0
     ) -> tuple[np.ndarray, np.ndarray]:
-        y, jac = self._simjac(p, u, y0)
+        y, jac = self._jacobian_function()(p, u, y0)
         return np.asarray(y).ravel(), np.asarray(jac)
+
+    def _jacobian_function(self) -> ca.Function:
+        """The whole-record function with sensitivities, built on first use (it takes about
+        three quarters of a simulator's memory, `models.budget`; a validation never calls it)."""
+        built = self._simjac
+        if isinstance(built, ca.Function):
+            return built
+        with _BUILD_LOCK:  # threads of one worker share the cached simulator
+            built = self._simjac
+            if not isinstance(built, ca.Function):
+                built = built()
+                object.__setattr__(self, "_simjac", built)
+        return built
 
 
 def _substep(model: StateSpace, h: float, n_q: int) -> tuple[ca.Function, ca.Function]:
@@ -264,11 +279,15 @@ def compile_simulator(
     idx = names.index("dq1")
     X = step.mapaccum("roll", n_samples - 1)(x0, U2, P)
     sim = ca.Function("sim", [P, U, Y0], [ca.vertcat(Y0, X[idx, :].T)])
-    # sensitivities: initial S = 0 (x0 does not depend on p); the delay enters through U2
-    XS = aug.mapaccum("rolls", n_samples - 1)(ca.vertcat(x0, ca.MX.zeros(nx * n_p)), U2, P, dU2)
-    rows = [idx + nx * (1 + j) for j in range(n_p)]
-    jac = ca.vertcat(ca.MX.zeros(1, n_p), XS[rows, :].T)
-    simjac = ca.Function("simjac", [P, U, Y0], [ca.vertcat(Y0, XS[idx, :].T), jac])
+
+    def simjac() -> ca.Function:  # built on the first Jacobian: a validation never needs it
+        # sensitivities: initial S = 0 (x0 does not depend on p); the delay enters through U2
+        x0s = ca.vertcat(x0, ca.MX.zeros(nx * n_p))
+        XS = aug.mapaccum("rolls", n_samples - 1)(x0s, U2, P, dU2)
+        rows = [idx + nx * (1 + j) for j in range(n_p)]
+        jac = ca.vertcat(ca.MX.zeros(1, n_p), XS[rows, :].T)
+        return ca.Function("simjac", [P, U, Y0], [ca.vertcat(Y0, XS[idx, :].T), jac])
+
     return CompiledSimulator(model, n_samples, float(dt), n_sub, sim, simjac, native)
 
 
