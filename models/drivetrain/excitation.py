@@ -12,6 +12,7 @@ open-loop response of the reference model, output = velocity of inertia 1.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 
 import numpy as np
@@ -22,8 +23,14 @@ from models.drivetrain.simulate import simulate
 from models.drivetrain.submodels import (
     DEFAULT_F_TANH,
     Submodel,
+    parameter_specs,
     parse_structure,
 )
+
+#: the largest magnitude a drive recording may hold (``schemas.drive.MAX_MAGNITUDE``; not
+#: imported from there: the schema module loads pandera, ~0.8 s, and this module is imported
+#: by every worker)
+MAX_MAGNITUDE = 1e15
 
 REFERENCE_STRUCTURE = ("two_mass", "coulomb", "viscous", "stribeck")
 
@@ -56,6 +63,20 @@ def jerk_limited_acceleration(
     return one_move(t - t_start) - one_move(t - t_start - move - t_dwell)
 
 
+def _check_overrides(kinds: Iterable[Submodel], overrides: Mapping[str, float]) -> None:
+    """Every true value finite and, for a parameter whose box is positive (all but the gravity
+    torque ``M_G``), > 0: a zero or negative inertia, stiffness or friction is named here,
+    not reported as a diverged simulation (issue 28)."""
+    positive = {s.name for k in kinds for s in parameter_specs(k) if s.lower > 0}
+    for name, value in overrides.items():
+        if not math.isfinite(float(value)) or abs(float(value)) > MAX_MAGNITUDE:
+            raise InputError(f"--set {name}={value!r}: a true value must be a finite number "
+                             f"of magnitude at most {MAX_MAGNITUDE:g}")  # fmt: skip
+        if name in positive and not float(value) > 0:
+            raise InputError(f"--set {name}={value!r}: {name} is a physical magnitude and must "
+                             "be > 0")  # fmt: skip
+
+
 def reference_torque(t: np.ndarray, inertia: float = 0.03) -> np.ndarray:
     """Torque [N m] that gives the jerk-limited reversing motion to a single mass [kg m^2]."""
     return inertia * jerk_limited_acceleration(t)
@@ -82,6 +103,11 @@ def reference_recording(
     kinds = parse_structure(structure)
     if not noise >= 0:
         raise InputError(f"noise must be a standard deviation >= 0, got {noise!r}")
+    if not noise <= MAX_MAGNITUDE:
+        raise InputError(
+            f"noise must be at most {MAX_MAGNITUDE:g} (a recording's limit), got {noise:g}"
+        )
+    _check_overrides(kinds, overrides or {})
     n = round(duration / dt) + 1
     t = np.arange(n) * dt
     torque = reference_torque(t, inertia=inertia)

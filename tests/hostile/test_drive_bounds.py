@@ -249,3 +249,32 @@ def test_validate_refuses_a_recording_beyond_the_sample_limit(product, tmp_path)
     assert done.returncode == 2, done.stderr[-2000:]
     assert "501 samples exceed the limit of 100" in done.stderr
     assert "GREYLAB_MAX_DRIVE_SAMPLES" in done.stderr
+
+
+# -- drive simulate: true values and noise are named, not reported as a diverged simulation ---
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--set", "J1=0"], "--set J1=0.0: J1 is a physical magnitude and must be > 0"),
+        (["--set", "J1=-1"], "--set J1=-1.0: J1 is a physical magnitude"),  # was exit 0
+        (["--set", "f_v=nan"], "--set f_v=nan: a true value must be a finite number"),
+        (["--set", "c1=1e308"], "--set c1=1e+308: a true value must be a finite number"),
+        (["--noise", "1e308"], "noise must be at most 1e+15"),  # wrote inf before, exit 0
+    ],
+)
+def test_drive_simulate_names_an_unusable_true_value(tmp_path, capsys, argv, words) -> None:
+    from flows.cli import main
+
+    out = tmp_path / "s.csv"
+    assert main(["drive", "simulate", "--out", str(out), *argv]) == 2
+    assert words in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_the_simulated_recordings_limit_is_the_schemas() -> None:
+    from models.drivetrain import excitation
+    from schemas import drive
+
+    assert excitation.MAX_MAGNITUDE == drive.MAX_MAGNITUDE
+    frame = reference_recording(["two_mass", "gravity"], {"M_G": -0.1})  # M_G may be < 0
+    assert np.isfinite(frame["velocity_rad_s"]).all()
