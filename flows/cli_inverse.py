@@ -16,6 +16,8 @@ system, an infeasible or too rough demand, a singular partition, a Newton failur
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -55,14 +57,50 @@ def register(root: typer.Typer) -> None:
     root.add_typer(app, name="inverse")
 
 
-def system_catalogue() -> list[dict[str, Any]]:
-    """Every registered system: description, parameters (value, unit, description), names of
-    coordinates, velocities, controls and demanded outputs, default demand, exact solution."""
-    from models.underactuated import list_systems
+def allow_typed_systems(references: list[str]) -> list[str]:
+    """The CLI user's own systems (README: trust model) join the run's allow-list, and a file
+    of the current folder becomes importable as ``file:attr`` (``file.py:attr``), for this
+    process and the workers it starts; only then, appended last (never shadows an installed
+    module). Returns the normalised names."""
+    from models.underactuated import SYSTEMS
+    from models.underactuated.plugins import allow_systems, normalize_reference
 
+    names = [normalize_reference(r) for r in references]
+    own = [r for r in names if r not in SYSTEMS and ":" in r]
+    if own:
+        allow_systems(own)
+        here = os.getcwd()
+        if here not in sys.path:
+            sys.path.append(here)
+        paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        if here not in paths:
+            os.environ["PYTHONPATH"] = os.pathsep.join([*paths, here])
+    return names
+
+
+def system_catalogue(names: list[str] | None = None) -> list[dict[str, Any]]:
+    """Every registered system (or the ones named, lab systems included): description,
+    parameters (value, unit, description), names of coordinates, velocities, controls and
+    demanded outputs, default demand, exact solution. Without names, the lab systems this
+    environment allows (entry points `greylab.systems`, GREYLAB_ALLOWED_SYSTEMS) follow the
+    built-ins; one that fails to load is listed with its `error`."""
+    from models.underactuated import SYSTEMS, get_system, list_systems
+    from models.underactuated.plugins import allowed_systems
+
+    if names:
+        specs: list[Any] = [(n, lambda n=n: get_system(n)) for n in names]
+    else:
+        specs = [(spec.name, spec) for spec in list_systems()]
+        specs += [(n, lambda n=n: get_system(n)) for n in sorted(allowed_systems() - set(SYSTEMS))]
     out = []
-    for spec in list_systems():
-        built = spec()
+    for name, make in specs:
+        try:
+            built = make()
+        except InputError as exc:
+            if names:
+                raise
+            out.append({"name": name, "error": str(exc)})
+            continue
         info = built.to_dict()
         info["parameters"] = [
             {"name": p.name, "value": p.value, "unit": p.unit, "description": p.description}
@@ -75,18 +113,32 @@ def system_catalogue() -> list[dict[str, Any]]:
 
 
 @app.command("list")
-def list_command(as_json: JsonOpt = False) -> None:
+def list_command(
+    systems_named: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[SYSTEM]...",
+            help="Only these systems; a lab's own as module:Class or file.py:Class "
+            "(docs/models.md).",
+        ),
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
     """Systems with their parameters (defaults, units), outputs, controls, default demand."""
-    systems = system_catalogue()
+    systems = system_catalogue(allow_typed_systems(systems_named or []) or None)
 
     def human() -> None:
         for s in systems:
+            if "error" in s:
+                stderr.print(f"{safe(s['name'])}: cannot be loaded: {safe(s['error'])}")
+                continue
             stdout.print(f"[bold]{safe(s['name'])}[/bold]: {safe(s['description'])}", markup=True)
             stdout.print(
                 f"  outputs (demand): {', '.join(s['outputs'])}; controls: "
                 f"{', '.join(s['controls'])}; coordinates: {', '.join(s['coordinates'])}; "
                 f"exact solution: {'yes' if s['has_exact_solution'] else 'no'}; "
-                f"demand order {s['demand_order']}; default horizon {s['default_demand'].get('t_end', '?')} s"
+                f"demand order {s['demand_order']}; default horizon "
+                f"{(s['default_demand'] or {}).get('t_end', '?')} s"
             )
             params = [[p["name"], p["value"], p["unit"], p["description"]] for p in s["parameters"]]
             stdout.print(table("", ["parameter", "default", "unit", "meaning"], params))
@@ -157,7 +209,13 @@ def load_demand_file(path: Path) -> dict[str, Any]:
 @with_settings(InverseStudy)
 def run(
     study: InverseStudy,
-    system: Annotated[str, typer.Argument(help="System name (see `greylab inverse list`).")],
+    system: Annotated[
+        str,
+        typer.Argument(
+            help="System name (see `greylab inverse list`), or your own as module:Class or "
+            "file.py:Class from the current folder (docs/models.md)."
+        ),
+    ],
     demand: Annotated[
         Path | None, typer.Option(help="Demand file (YAML, docs/inverse.md); default demand.")
     ] = None,
@@ -176,6 +234,7 @@ def run(
     if out is not None:  # before any work: suffix, folder, no silent replacement
         check_output(out, option="--out", suffixes=TABLE_SUFFIXES, overwrite=overwrite)
     spec = load_demand_file(demand) if demand is not None else None
+    system = allow_typed_systems([system])[0]
     study = _for_system(study, system, spec)
     source = f"--demand {demand}" if demand is not None else "default demand"
     built = check_study(  # before any Prefect server starts

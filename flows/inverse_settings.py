@@ -20,6 +20,16 @@ from tasks.recorder import validate_experiment_name
 StepSize = Annotated[float, Field(gt=0, le=1.0, allow_inf_nan=False)]
 
 
+def _system_choices(schema: dict[str, Any]) -> None:
+    """The Prefect form's multi-select: the built-in systems and the lab systems this worker
+    allows (entry points `greylab.systems`, GREYLAB_ALLOWED_SYSTEMS; nothing imported)."""
+    from models.underactuated import SYSTEMS
+    from models.underactuated.plugins import allowed_systems
+
+    schema["items"] = {"type": "string", "enum": [*SYSTEMS, *sorted(allowed_systems())]}
+    schema["uniqueItems"] = True
+
+
 class InverseStudy(BaseModel):
     """Settings of one inverse simulation study (the form in the Prefect UI)."""
 
@@ -28,8 +38,10 @@ class InverseStudy(BaseModel):
     systems: Annotated[list[str], Cli(hidden=True)] = Field(
         ["planar_crane"],
         min_length=1,
+        json_schema_extra=_system_choices,
         description="Systems (see `greylab inverse list`), simulated in parallel "
-        "(CLI: the SYSTEM argument)",
+        "(CLI: the SYSTEM argument): built-in names or lab systems the worker allows "
+        "(entry points 'greylab.systems', GREYLAB_ALLOWED_SYSTEMS)",
     )
     method: Method = Field(
         Method.EULER, description=explained("Integration method (euler: the paper's)", Method)
@@ -58,6 +70,15 @@ class InverseStudy(BaseModel):
         True, description="Fail the flow run (after recording) when any simulation failed"
     )
     experiment: str = Field("inverse-simulation", description="MLflow experiment")
+
+    # Flow parameters may come from the dashboard: a system names code only through the
+    # worker's allow-list (models/underactuated/plugins.py), checked without importing it.
+    @field_validator("systems")
+    @classmethod
+    def _systems(cls, value: list[str]) -> list[str]:
+        from models.underactuated.plugins import check_system_reference
+
+        return [check_system_reference(s) for s in value]
 
     @field_validator("experiment")
     @classmethod

@@ -29,7 +29,8 @@ from prefect import task
 from methods.dae import Demand, InverseResult, forward_check, solve_inverse
 from methods.dae.forward import ForwardCheck
 from methods.errors import InputError
-from models.underactuated import System, exact_solution, get_system
+from models.underactuated import SYSTEMS, System, exact_solution, get_system
+from models.underactuated.plugins import check_system_reference, source_reference
 from schemas.storage import store_table
 from tasks import limits
 from tasks.settings import load_settings
@@ -69,6 +70,8 @@ class InverseOutcome:
     error_type: str | None = None
     error_time: float | None = None
     task_time_s: float = 0.0
+    #: a lab's own system: `{"reference", "name" (its own), "source" (hash of its code)}`
+    plugin: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -98,6 +101,8 @@ class InverseOutcome:
             "table_path": self.table_path,
             "task_time_s": float(self.task_time_s),
         }
+        if self.plugin is not None:
+            out["plugin"] = dict(self.plugin)
         r = self.result
         if r is None:
             out |= {"error": self.error, "error_type": self.error_type, "time": self.error_time}
@@ -140,7 +145,38 @@ def overrides_for(system: str, overrides: Mapping[str, float], systems: Sequence
     return out
 
 
+def _fresh(system: str) -> None:
+    """Re-import a lab system's module if its source changed in this process (a long-lived
+    worker, a notebook), so what runs is the code whose hash is recorded."""
+    reference = source_reference(system) if system not in SYSTEMS else None
+    if reference is not None:
+        from tasks.cache import fresh_model_module
+
+        try:
+            fresh_model_module(reference)
+        except Exception as exc:  # the edited module no longer imports
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            raise InputError(
+                f"system plugin {system!r}: re-importing its edited module failed: "
+                f"{type(exc).__name__}: {first}"
+            ) from None
+
+
+def plugin_info(built: System) -> dict[str, Any] | None:
+    """A lab system's reference, own name and code hash (its module's source, or every *.py of
+    its top-level package; `tasks.cache.model_fingerprint`, as for press plugins)."""
+    if built.reference is None:
+        return None
+    from tasks.cache import model_fingerprint
+
+    reference = source_reference(built.reference) or built.reference
+    fingerprint = model_fingerprint(reference) or ""
+    return {"reference": reference, "name": built.user_name,
+            "source": fingerprint.partition("@")[2] or None}  # fmt: skip
+
+
 def _build(system: str, overrides: Mapping[str, float], systems: Sequence[str]) -> System:
+    _fresh(system)
     return get_system(system, overrides_for(system, overrides, systems))
 
 
@@ -165,6 +201,8 @@ def check_study(
     dupes = sorted({s for s in systems if list(systems).count(s) > 1})
     if dupes:
         raise InputError(f"systems: {dupes} selected more than once")
+    for name in systems:  # the worker's allow-list, before anything is imported
+        check_system_reference(name, frozenset(SYSTEMS))
     built = {}
     for name in systems:
         built[name] = _build(name, overrides, systems)
@@ -213,13 +251,17 @@ def solve_system(
         "parameters": built.params,
         "overrides": dict(overrides or {}),
         "system_info": built.to_dict(),
+        "plugin": plugin_info(built),
     }
     try:
         dem = built.demand(demand)
         with warnings.catch_warnings():
             # DemandSmoothnessWarning is kept in result.warnings (and recorded)
             warnings.simplefilter("ignore")
-            result = solve_inverse(built.problem, dem, method=method, dt=dt, t_end=t_end)
+            result = solve_inverse(
+                built.problem, dem, method=method, dt=dt, t_end=t_end,
+                strict_rank=built.strict_rank,
+            )  # fmt: skip
         forward = forward_check(built, result) if check else None
         exact = _error_vs_exact(built, dem, result)
     except InputError as exc:
@@ -274,6 +316,7 @@ def simulate(
     """
     try:
         applied = overrides_for(system, overrides, list(systems or [system]))
+        _fresh(system)
         built = get_system(system, applied)
     except InputError as exc:
         return InverseOutcome(

@@ -20,7 +20,9 @@ Child (`<system>-<method>-dt<dt>`):
            `newton_iterations_total`, `newton_iterations_max`, `newton_iterations_mean`,
            `wall_time_s` (solve), `compile_time_s`, `forward_wall_time_s`, `n_steps`,
            `rank_CB`, `rank_p`, `rank_ok`; a failed solve records `failed_at_s` instead
-  tags     `greylab.verdict` (`ok` or `failed`), `greylab.error` (the message), `greylab.warnings`
+  tags     `greylab.verdict` (`ok` or `failed`), `greylab.error` (the message), `greylab.warnings`;
+           a lab's own system (docs/models.md) also `greylab.system_reference` (module:attr),
+           `greylab.system_name` (its `name`), `greylab.system_source` (SHA-256 of its code)
   artifacts `trajectory.parquet` (t_s, coordinates, velocities, controls by name),
            `figures/trajectory.png` (demanded outputs, coordinates, controls),
            `figures/velocities.png` (demanded outputs, velocities, controls),
@@ -65,6 +67,8 @@ class InverseRecorder(Recorder):
             result = outcome.result
             horizon = float(result.table["t_s"].iloc[-1]) if result is not None else t_end
             run.params(_child_params(outcome, demand, horizon))
+            if outcome.plugin is not None:  # a lab's own system: what ran, by code hash
+                run.tags(_plugin_tags(outcome.plugin))
             if outcome.system_info:
                 run.json(outcome.system_info, "system.json")
             if result is None:
@@ -99,6 +103,14 @@ class InverseRecorder(Recorder):
             if key in ok and ok[key].notna().any():
                 metrics[key] = float(ok[key].max())
         self.run.metrics(metrics)
+
+
+def _plugin_tags(plugin: dict[str, Any]) -> dict[str, str]:
+    return {
+        "greylab.system_reference": str(plugin.get("reference")),
+        "greylab.system_name": str(plugin.get("name")),
+        "greylab.system_source": str(plugin.get("source") or "unknown"),
+    }
 
 
 def _child_params(

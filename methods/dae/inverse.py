@@ -25,12 +25,10 @@ from methods.dae.problem import InverseProblemError, ServoProblem
 from methods.dae.projection import COND_REPIVOT, Partition, choose_partition, projected_parts
 from methods.dae.result import InverseResult
 from methods.dae.solvers import Method, compile_scheme, newton_step
+from methods.dae.start import _cache, consistent_start
 from methods.errors import InputError
 
 __all__ = ["DemandSmoothnessWarning", "consistent_start", "solve_inverse"]
-
-_START_TOL = 1e-9  # residual of the consistent start (output units / forces scaled by row norm)
-_STEADY_TOL = 1e-9  # |gamma''|, |gamma'''|, |gamma''''| at t_start counted as zero
 
 # why a chunk stops early: a coordinate bound (index, lo, hi) or cond(W) over the limit
 _Stop = tuple[Literal["bound"], int, float, float] | tuple[Literal["cond"], None, None, None]
@@ -38,59 +36,6 @@ _Stop = tuple[Literal["bound"], int, float, float] | tuple[Literal["cond"], None
 
 class DemandSmoothnessWarning(UserWarning):
     """The demand is less smooth than the controls need (they will jump)."""
-
-
-def _cache(problem: ServoProblem) -> dict:
-    if not hasattr(problem, "_compiled"):
-        problem._compiled = {}
-    return problem._compiled
-
-
-def _start_function(pb: ServoProblem) -> ca.Function:
-    c = _cache(pb)
-    if "start" not in c:
-        q, v, u = pb.q, pb.v, pb.u
-        g = ca.SX.sym("g", pb.m, 3)
-        w = ca.vertcat(q, v, u)
-        force = pb.generalized_force()
-        r = ca.vertcat(pb.Phi - g[:, 0], ca.mtimes(pb.Cv, v) - g[:, 1], force, g[:, 2] - pb.Cdot_v)
-        c["start"] = ca.Function("start", [w, g], [r, ca.jacobian(r, w)])
-    return c["start"]
-
-
-def consistent_start(pb: ServoProblem, demand: Demand, t0: float) -> tuple[np.ndarray, ...]:
-    """Steady state ``(q0, v0, u0)`` on the demand at ``t0`` (see module docstring)."""
-    gam = demand.evaluate(pb.output_names, np.array([t0]), 4)[:, :, 0]  # (5, m)
-    if np.max(np.abs(gam[2:4])) > _STEADY_TOL * max(1.0, np.max(np.abs(gam[:2]))):
-        raise InverseProblemError(
-            f"demand at t = {t0:g} s is not steady (gamma'' or gamma''' nonzero): the "
-            "inverse simulation starts from rest or steady motion; start the demand earlier.",
-            time=t0,
-        )
-    fun = _start_function(pb)
-    w = np.r_[pb.q_nominal, pb.v_nominal, np.zeros(pb.m)]
-    g = gam[:3].T
-    res = np.inf
-    for _ in range(50):
-        r, J = (np.asarray(x) for x in fun(w, g))
-        r = r.ravel()
-        s = 1.0 / np.maximum(np.abs(J).sum(axis=1), 1.0)
-        res = float(np.max(np.abs(r * s)))
-        if res < _START_TOL * 1e-3:
-            break
-        dw = np.linalg.lstsq(J * s[:, None], r * s, rcond=1e-12)[0]
-        w = w - dw
-        if np.max(np.abs(dw) / (1 + np.abs(w))) < 1e-14:
-            break
-    if not res < _START_TOL:
-        raise InverseProblemError(
-            f"no consistent steady start at t = {t0:g} s (residual {res:.3g}): the demanded "
-            "initial output is not an equilibrium reachable from the nominal state; check the "
-            "demand's start values and the parameters.",
-            time=t0,
-        )
-    n = pb.n
-    return w[:n], w[n : 2 * n], w[2 * n :]
 
 
 def _check_smoothness(pb: ServoProblem, demand: Demand) -> list[str]:
@@ -170,6 +115,7 @@ def solve_inverse(
     tol: float = 1e-10,
     chunk_len: int = 500,
     jit: bool | None = None,
+    strict_rank: bool = False,
 ) -> InverseResult:
     """Solve the inverse dynamics of ``problem`` for ``demand`` on ``[t_start, t_end]``.
 
@@ -178,6 +124,7 @@ def solve_inverse(
     :class:`InverseProblemError` (an ``InputError``, with ``.time``) for infeasible or too rough
     demands, singular partitions and Newton failures. ``jit``: compile the solver to C (None:
     automatically for long runs of large models; compile time is reported separately).
+    ``strict_rank``: ``p != 2m - n`` at the start is an error, not a warning (a lab's system).
     """
     pb = problem
     meth, demand, t0, n_steps = _checked_inputs(pb, demand, method, dt, t_end)
@@ -190,6 +137,8 @@ def solve_inverse(
     q0, v0, u0 = consistent_start(pb, demand, t0)
     rank_info = pb.rank_at(q0, v0, f"start t = {t0:g} s")
     if rank_info.p != rank_info.p_expected:  # docs/methods.md 3.2: p = 2m - n expected
+        if strict_rank:
+            _unreachable(pb, rank_info, t0)
         msg = f"p = rank(C M^-1 B^T) differs from 2m - n: {rank_info.summary()}"
         warnings.warn(msg, RuntimeWarning, stacklevel=2)
         msgs.append(msg)
@@ -378,6 +327,16 @@ class _March:
         self.iters[pos + 1] = it
         self.X = np.r_[self.Y[:, pos + 1], self.Y[:, pos]]
         self.pos += 1
+
+
+def _unreachable(pb: ServoProblem, info, t0: float) -> NoReturn:
+    raise InverseProblemError(
+        f"{pb.name}: the outputs {list(pb.output_names)} are not reachable by the controls "
+        f"{list(pb.control_names)} as servo constraints at t = {t0:g} s: p = rank(C M^-1 B^T) "
+        f"= {info.p}, but the method needs 2m - n = {info.p_expected} (n = {info.n} coordinates "
+        f"{list(pb.coordinate_names)}, m = {info.m}); choose other outputs or controls",
+        time=t0,
+    )
 
 
 def _newton_failure(

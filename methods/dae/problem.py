@@ -136,6 +136,8 @@ class ServoProblem:
         self.demand_order = 4
         self.rank_policy = RankPolicy.STRICT
         self.rank_info: RankInfo | None = None
+        #: consistent start also requires d/dt(force) = 0 (methods/dae/start.py; lab systems)
+        self.steady_closure = False
 
     # -- declaration -------------------------------------------------------------------------
     def _check_open(self):

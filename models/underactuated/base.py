@@ -46,17 +46,25 @@ class System:
     description: str
     parameters: tuple[Parameter, ...]
     problem: ServoProblem = field(repr=False)
-    default_demand: dict = field(repr=False)
+    default_demand: dict | None = field(repr=False)
     exact: Callable | None = field(default=None, repr=False)
+    #: a lab's own system (models/underactuated/user.py): its `module:attr` reference, its own
+    #: `name`; `strict_rank`: p = rank(C M^-1 B^T) != 2m - n at the start is an error
+    reference: str | None = None
+    user_name: str | None = None
+    strict_rank: bool = False
 
     @property
     def params(self) -> dict[str, float]:
         return {p.name: p.value for p in self.parameters}
 
     def demand(self, spec: Mapping | None = None) -> Demand:
-        return parse_demand(
-            self.default_demand if spec is None else spec, self.problem.output_names
-        )
+        chosen = self.default_demand if spec is None else spec
+        if chosen is None:
+            raise InputError(
+                f"system {self.name!r} has no default_demand: give a demand (--demand FILE.yaml)"
+            )
+        return parse_demand(chosen, self.problem.output_names)
 
     def parameter_table(self) -> pd.DataFrame:
         return pd.DataFrame(
@@ -80,7 +88,9 @@ class System:
             "controls": list(pb.control_names),
             "outputs": list(pb.output_names),
             "has_exact_solution": self.exact is not None,
-        }
+        } | ({} if self.reference is None else {
+            "reference": self.reference, "user_name": self.user_name,
+        })  # fmt: skip
 
 
 @dataclass(frozen=True)

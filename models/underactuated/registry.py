@@ -14,9 +14,11 @@ from models.underactuated.base import System, SystemSpec
 from models.underactuated.cranes import PLANAR_CRANE, ROTARY_CRANE, TROLLEY_CRANE
 from models.underactuated.elastic import ELASTIC_JOINT_1, ELASTIC_JOINT_2
 from models.underactuated.linear import CHAIN, TWO_MASS
+from models.underactuated.plugins import normalize_reference, resolve_system, source_reference
 from models.underactuated.ship import SHIP
+from models.underactuated.user import user_spec
 
-__all__ = ["SYSTEMS", "exact_solution", "get_system", "list_systems"]
+__all__ = ["SYSTEMS", "exact_solution", "get_system", "list_systems", "user_system_spec"]
 
 SYSTEMS: dict[str, SystemSpec] = {
     s.name: s
@@ -40,10 +42,26 @@ def list_systems() -> list[SystemSpec]:
 
 
 def get_system(name: str, overrides: Mapping[str, float] | None = None) -> System:
-    """Build system ``name`` with parameter ``overrides`` (names as in ``list_systems()``)."""
-    if name not in SYSTEMS:
-        raise InputError(f"unknown system {name!r}; known: {sorted(SYSTEMS)}")
-    return SYSTEMS[name](overrides)
+    """Build system ``name`` with parameter ``overrides`` (names as in ``list_systems()``).
+
+    ``name`` may also be a lab's own system (docs/models.md): an entry point of group
+    ``greylab.systems`` or ``module:attr`` (``file.py:attr``), imported here (the trusted
+    Python API; flows check the worker's allow-list first, `plugins.check_system_reference`).
+    """
+    if name in SYSTEMS:
+        return SYSTEMS[name](overrides)
+    return user_system_spec(name)(overrides)
+
+
+def user_system_spec(name: str) -> SystemSpec:
+    """The registry entry of a lab's own system (imported, its attributes checked)."""
+    reference = normalize_reference(name) if isinstance(name, str) else name
+    if not isinstance(reference, str) or source_reference(reference) is None:
+        raise InputError(
+            f"unknown system {name!r}; known: {sorted(SYSTEMS)}, or your own as "
+            "module:Class (docs/models.md)"
+        )
+    return user_spec(resolve_system(reference), reference)
 
 
 def exact_solution(system: System, demand: Demand | Mapping | None, t: np.ndarray) -> pd.DataFrame:

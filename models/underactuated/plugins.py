@@ -1,0 +1,151 @@
+"""Which lab systems may run, and finding them (README "Trust model", docs/models.md).
+
+The same three parties as for press models (models/registry.py):
+
+- The Python API and the CLI user are trusted: ``get_system("mylab.hoist:Hoist")`` imports it,
+  and ``greylab inverse run|list`` adds the references typed on its command line to the
+  process's allow-list (`allow_systems`, variable ``GREYLAB_ALLOWED_SYSTEMS`` inherited by its
+  workers).
+- A flow run started from the dashboard (a deployment) gets only the systems the *worker*
+  allows: built-in names, entry points in group ``greylab.systems`` of its environment (by
+  name or by their ``module:attr`` value) and the comma-separated ``module:attr`` references of
+  ``GREYLAB_ALLOWED_SYSTEMS``. `check_system_reference` is the gate of the flow settings and of
+  `tasks.inverse.check_study`: it never imports anything.
+
+`resolve_system` checks the type of what it imported before calling anything: an instance
+with the protocol's functions is used, a class with them is instantiated with no arguments,
+anything else (a function, a module, a number) is refused with an `InputError`, never called.
+A reference may name a file of the current folder as ``file.py:attr`` (= ``file:attr``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from importlib import metadata
+from typing import Any
+
+from methods.errors import InputError
+from models.registry import _first_line, _import, _short, is_reference
+from models.underactuated.user import REQUIRED, is_user_system
+
+__all__ = [
+    "ALLOWED_ENV",
+    "ENTRY_POINT_GROUP",
+    "allow_systems",
+    "allowed_systems",
+    "check_system_reference",
+    "entry_point_systems",
+    "normalize_reference",
+    "resolve_system",
+    "source_reference",
+]
+
+ENTRY_POINT_GROUP = "greylab.systems"
+ALLOWED_ENV = "GREYLAB_ALLOWED_SYSTEMS"
+_FILE_REFERENCE = re.compile(r"^([A-Za-z_]\w*)\.py:([A-Za-z_]\w*)$")
+_SESSION_ALLOWED: set[str] = set()  # references the trusted CLI user named in this process
+
+
+def normalize_reference(name: str) -> str:
+    """``hoist.py:Hoist`` (a file of the current folder) -> ``hoist:Hoist``; else unchanged."""
+    if isinstance(name, str):
+        match = _FILE_REFERENCE.match(name)
+        if match:
+            return f"{match.group(1)}:{match.group(2)}"
+    return name
+
+
+def entry_point_systems() -> dict[str, str]:
+    """``{entry-point name: "module:attr"}`` of the group ``greylab.systems``."""
+    return {ep.name: ep.value for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def allowed_systems() -> set[str]:
+    """Every plugin system name or reference a flow run may use here (besides the built-ins)."""
+    eps = entry_point_systems()
+    env = {v.strip() for v in os.environ.get(ALLOWED_ENV, "").split(",") if v.strip()}
+    return set(eps) | set(eps.values()) | env | _SESSION_ALLOWED
+
+
+def allow_systems(references: list[str]) -> None:
+    """Allow system references for this process and the processes it starts (the CLI calls
+    this with the references its trusted user typed)."""
+    new = [normalize_reference(r) for r in references]
+    new = [r for r in new if is_reference(r)]
+    if not new:
+        return
+    _SESSION_ALLOWED.update(new)
+    current = [v for v in os.environ.get(ALLOWED_ENV, "").split(",") if v.strip()]
+    os.environ[ALLOWED_ENV] = ",".join(dict.fromkeys([*current, *new]))
+
+
+def check_system_reference(name: Any, builtin: set[str] | frozenset[str] = frozenset()) -> str:
+    """Validate a system named by a flow parameter WITHOUT importing anything; returns the
+    (normalised) name. A name without ``:`` is a built-in or an entry point (an unknown one
+    is reported when the study is checked); a ``module:attr`` must be allowed on this worker."""
+    if not isinstance(name, str):
+        raise InputError(f"system {_short(name)}: expected a system name (string)")
+    name = normalize_reference(name)
+    if ":" not in name or name in builtin:
+        return name
+    if name in allowed_systems():
+        return name
+    if not is_reference(name):
+        raise InputError(
+            f"system {_short(name)}: expected a built-in name or 'package.module:attribute' "
+            "(identifiers separated by dots, one colon)"
+        )
+    raise InputError(
+        f"system {_short(name)} is not allowed for flow runs: a lab's system must be installed "
+        f"as an entry point in group {ENTRY_POINT_GROUP!r} or listed in {ALLOWED_ENV} on the "
+        "worker (the CLI allows the systems named on its own command line)"
+    )
+
+
+def source_reference(name: str) -> str | None:
+    """The ``module:attr`` behind a plugin system name (entry point or reference), else None."""
+    name = normalize_reference(name)
+    if ":" in name:
+        return name
+    return entry_point_systems().get(name)
+
+
+def resolve_system(name: str) -> Any:
+    """The object behind an entry-point name or ``module:attr`` (or ``file.py:attr``).
+
+    A class is instantiated with no arguments only if it has the protocol's functions; an
+    instance must have them; anything else is refused, never called."""
+    reference = source_reference(name)
+    if reference is None:
+        raise InputError(f"unknown system {_short(name)}")
+    try:
+        obj = _import(reference)
+    except InputError as exc:  # the registry's wording says "model"
+        raise InputError(str(exc).replace("for model", "for system")) from None
+    if isinstance(obj, type):
+        if not is_user_system(obj):
+            raise InputError(
+                f"system {_short(name)}: class {obj.__name__} lacks kinetic_energy, "
+                "potential_energy, input_forces or output, so it is not an underactuated "
+                f"system (not instantiated); a system needs {list(REQUIRED)} (docs/models.md)"
+            )
+        try:
+            obj = obj()
+        except TypeError as exc:
+            raise InputError(
+                f"system {_short(name)}: the class needs a constructor without arguments "
+                f"({_first_line(exc)}); or point at an instance"
+            ) from None
+        except Exception as exc:  # the plugin's constructor failed
+            raise InputError(
+                f"system plugin {_short(name)}: its constructor {obj.__name__}() failed: "
+                f"{_first_line(exc)}"
+            ) from None
+    elif not is_user_system(obj):
+        raise InputError(
+            f"system {_short(name)} is a {type(obj).__name__}, not a system: point at an object "
+            "or class with kinetic_energy, potential_energy, input_forces and output "
+            "(functions are not called; docs/models.md)"
+        )
+    return obj
