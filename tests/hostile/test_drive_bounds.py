@@ -278,3 +278,13 @@ def test_the_simulated_recordings_limit_is_the_schemas() -> None:
     assert excitation.MAX_MAGNITUDE == drive.MAX_MAGNITUDE
     frame = reference_recording(["two_mass", "gravity"], {"M_G": -0.1})  # M_G may be < 0
     assert np.isfinite(frame["velocity_rad_s"]).all()
+
+
+def test_the_search_itself_refuses_a_constant_torque(reference) -> None:
+    """The worker's route (a campaign's `--trigger-studies`, a dashboard run with a preset):
+    the search checks the recording it is given, whatever the caller checked."""
+    from models.drivetrain.gp import StructureSearch
+
+    search = StructureSearch(population=2, generations=1)
+    with pytest.raises(InputError, match=r"'torque_Nm' is constant \(0.5 in every row\)"):
+        search.fit(reference.assign(torque_Nm=0.5))
