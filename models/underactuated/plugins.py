@@ -27,7 +27,7 @@ from typing import Any
 
 from methods.errors import InputError
 from models.registry import _first_line, _import, _short, is_reference
-from models.underactuated.user import REQUIRED, is_user_system
+from models.underactuated.user import FUNCTIONS, REQUIRED, is_user_system
 
 __all__ = [
     "ALLOWED_ENV",
@@ -125,10 +125,11 @@ def resolve_system(name: str) -> Any:
         raise InputError(str(exc).replace("for model", "for system")) from None
     if isinstance(obj, type):
         if not is_user_system(obj):
+            missing = [f for f in FUNCTIONS if not callable(getattr(obj, f, None))]
             raise InputError(
-                f"system {_short(name)}: class {obj.__name__} lacks kinetic_energy, "
-                "potential_energy, input_forces or output, so it is not an underactuated "
-                f"system (not instantiated); a system needs {list(REQUIRED)} (docs/models.md)"
+                f"system {_short(name)}: class {obj.__name__} has no {', '.join(missing)} "
+                "method, so it is not an underactuated system (not instantiated); a system "
+                f"needs {list(REQUIRED)} (docs/models.md)"
             )
         try:
             obj = obj()

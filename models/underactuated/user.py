@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -187,7 +188,9 @@ def where_of(where: str) -> str:
 def _call(obj: Any, ref: str, attr: str, sig: str, args: tuple, length: int | None) -> ca.SX:
     where = f"{ref}.{attr}{sig}"
     try:
-        value = getattr(obj, attr)(*args)
+        with warnings.catch_warnings():  # numpy functions on symbols work; CasADi says so
+            warnings.simplefilter("ignore", FutureWarning)
+            value = getattr(obj, attr)(*args)
     except Exception as exc:  # the user's code failed on symbols (math.sin, an if on a value)
         raise InputError(
             f"{where} cannot be evaluated on CasADi symbols: {_first_line(exc)}. Write it with "
@@ -232,6 +235,8 @@ def build_user_system(obj: Any, ref: str, params: tuple[Parameter, ...], p: dict
     _check_symbols(ref, {"kinetic_energy": (T, "u"), "potential_energy": (V, "vu"),
                          "input_forces": (forces, "v"), "output": (Phi, "vu"),
                          "dissipation": (diss, "u")}, {"q": q, "v": v, "u": u})  # fmt: skip
+    _check_finite(ref, {"kinetic_energy": T, "potential_energy": V, "input_forces": forces,
+                        "output": Phi, "dissipation": diss}, (q, v, u), pb.q_nominal)  # fmt: skip
     M, d, f = lagrange_terms(q, v, T, V)
     if _depends(M, v):
         raise InputError(
@@ -279,6 +284,20 @@ def _check_symbols(ref: str, exprs: dict[str, tuple[ca.SX, str]], syms: dict[str
         for letter in forbidden:
             if _depends(expr, syms[letter]):
                 raise InputError(f"{ref}.{attr}: must not depend on the {words[letter]}")
+
+
+def _check_finite(ref: str, exprs: dict[str, ca.SX], syms: tuple, q0: np.ndarray) -> None:
+    """Every function is finite at the nominal state (math.sin(symbol) silently gives nan)."""
+    state = [q0, np.zeros(syms[1].numel()), np.zeros(syms[2].numel())]
+    for attr, expr in exprs.items():
+        value = np.asarray(ca.Function("x", list(syms), [expr])(*state), float)
+        if not np.isfinite(value).all():
+            where = ", ".join(f"q[{i}] = {x:g}" for i, x in enumerate(q0))
+            raise InputError(
+                f"{ref}.{attr} cannot be evaluated on CasADi symbols: it is not finite at the "
+                f"nominal state ({where}, v = 0, u = 0). A math or float function applied to a "
+                "symbol gives nan: use casadi functions (casadi.sin, cos, sqrt) (docs/models.md)"
+            )
 
 
 def _check_linear_inputs(ref: str, forces: ca.SX, G: ca.SX, q: ca.SX, u: ca.SX, q0) -> None:
