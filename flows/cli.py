@@ -35,16 +35,43 @@ def build_app():  # -> typer.Typer (typer imported lazily, after the environment
     return app
 
 
-def main(argv: list[str] | None = None) -> int:
-    apply_environment()
-    from flows.server_guard import install_import_hook
+def _start(argv: list[str] | None) -> None:
+    """Settings, then what every command relies on: child processes never import from the
+    working folder; a GREYLAB_HOME greylab can write (else exit 2) and an undamaged local
+    MLflow store (else exit 1), checked before any server starts (not for help or `cache`)."""
+    from flows.server_guard import install_import_hook, isolate_child_processes
+    from methods.errors import InputError
 
+    try:
+        settings = apply_environment()
+    except OSError as exc:  # e.g. GREYLAB_HOME below a read-only folder
+        raise InputError(
+            f"cannot create greylab's folder {str(exc.filename)[:300]} ({exc.strerror}): set "
+            "GREYLAB_HOME (and GREYLAB_DATA_ROOT) to folders you can write"
+        ) from None
+    isolate_child_processes()
     install_import_hook()  # temporary Prefect servers die with this process, even on SIGKILL
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] != "cache" and not {"--help", "-h"} & set(args):
+        from tasks.stores import check_home, check_local_store
+
+        check_home(settings)
+        check_local_store(settings)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from methods.errors import InputError
+    from tasks.stores import StoreError
+
+    try:
+        _start(argv)
+    except (InputError, StoreError) as exc:
+        sys.stderr.write(f"greylab: error: {str(exc)[:2000]}\n")
+        return 2 if isinstance(exc, InputError) else 1
     import typer
     from typer._click import exceptions as click_exceptions
 
     from flows.cli_common import clip
-    from methods.errors import InputError
 
     command = typer.main.get_command(build_app())
     try:
@@ -52,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     except InputError as exc:
         sys.stderr.write(f"greylab: error: {clip(str(exc))}\n")
         return 2
+    except StoreError as exc:  # an infrastructure failure, named: no traceback
+        sys.stderr.write(f"greylab: error: {clip(str(exc))}\n")
+        return 1
     except typer.Abort:
         sys.stderr.write("greylab: aborted\n")
         return 130

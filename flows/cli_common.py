@@ -148,7 +148,8 @@ def allow_typed_models(references: list[str]) -> None:
     and a model file in the current folder becomes importable as ``file:attribute`` (as with
     ``python -m``), for this process and the workers it starts: only then, so no other
     command imports from the folder it runs in. Appended last: never shadows an installed
-    module."""
+    module. Not exported through ``PYTHONPATH`` (whose entries come *before* the standard
+    library in a child): local Dask workers are spawned with this process's ``sys.path``."""
     from models.registry import BUILTIN, allow_models
 
     allow_models(references)
@@ -157,9 +158,6 @@ def allow_typed_models(references: list[str]) -> None:
     here = os.getcwd()
     if here not in sys.path:
         sys.path.append(here)
-    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if here not in paths:
-        os.environ["PYTHONPATH"] = os.pathsep.join([*paths, here])
 
 
 def split_list(value: str) -> list[str]:

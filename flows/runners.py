@@ -9,7 +9,11 @@ Temporary Prefect servers (Prefect's ephemeral server and the one `api_for_worke
 Dask workers) die with the process that started them, even on SIGKILL: `guard_temporary_servers`
 makes their subprocess run through `flows.server_guard`, which sets the Linux parent-death
 signal and also watches the parent's pid (the parent-death signal alone follows the *thread*
-that started the server).
+that started the server). The server runs with `python -P` and without the working folder in
+its `PYTHONPATH` (`flows.server_guard.neutral_environment`), so a `uvicorn.py` or `json.py`
+next to the user's tables is never imported; local Dask workers are spawned by
+`multiprocessing` with the parent's `sys.path` (the console script's: no working folder) and
+`PYTHONSAFEPATH=1` (set by the CLI, `flows.server_guard.isolate_child_processes`).
 """
 
 from __future__ import annotations
@@ -52,9 +56,11 @@ class _GuardedSubprocess:
     def Popen(self, args: Any, *rest: Any, **kwargs: Any) -> Any:
         args = list(args)
         if args[1:3] == ["-m", "uvicorn"]:
-            import os as _os
+            from flows.server_guard import neutral_environment
 
-            args[1:3] = ["-m", "flows.server_guard", str(_os.getpid()), "--"]
+            # -P: the server never imports from the folder the CLI runs in (issue 28)
+            args[1:3] = ["-P", "-m", "flows.server_guard", str(os.getpid()), "--"]
+            kwargs["env"] = neutral_environment(kwargs.get("env"))
         return self._real.Popen(args, *rest, **kwargs)
 
 

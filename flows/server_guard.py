@@ -11,7 +11,17 @@ mechanisms, because a SIGKILLed parent runs no cleanup:
   parent-death signal follows the *thread* that forked, and a parent that died before the
   prctl call would be missed) and otherwise ends this process.
 
-Only the standard library is used before uvicorn runs, so the guard costs nothing measurable.
+The server never imports from the folder the CLI runs in: it starts as `python -P` (no working
+folder on `sys.path`) with a `PYTHONPATH` from which the working folder is removed
+(`neutral_environment`); the CLI sets `PYTHONSAFEPATH=1` for every Python child process
+(`isolate_child_processes`), e.g. the spawned Dask workers of `--runner dask`.
+
+Prefect's SQLite database (`$PREFECT_HOME/prefect.db`) is created or upgraded here, before
+uvicorn starts, under `tasks.stores.store_lock` (two first runs at once would otherwise migrate
+it twice); the server is then told not to migrate again.
+
+Only the standard library is used before uvicorn runs (apart from that one-time migration,
+which imports what the server imports anyway).
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 PR_SET_PDEATHSIG = 1
@@ -83,6 +94,79 @@ def install_import_hook() -> None:
         sys.meta_path.insert(0, _GuardOnImport())  # type: ignore[arg-type]
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def neutral_environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """A child's environment without the working folder on its import path: `PYTHONSAFEPATH`
+    set, and `PYTHONPATH` without entries that are empty or name the working folder (unless
+    that folder is greylab's own project)."""
+    env = dict(os.environ if env is None else env)
+    env["PYTHONSAFEPATH"] = "1"
+    here = Path.cwd().resolve()
+    kept = []
+    for entry in env.get("PYTHONPATH", "").split(os.pathsep):
+        with contextlib.suppress(OSError):
+            where = Path(entry).resolve()
+            if entry and (where != here or where == ROOT):
+                kept.append(entry)
+    if kept:
+        env["PYTHONPATH"] = os.pathsep.join(kept)
+    else:
+        env.pop("PYTHONPATH", None)
+    return env
+
+
+def isolate_child_processes() -> None:
+    """Every Python process started from this one (and its children) runs without the
+    working folder first on `sys.path` (Python 3.11's `PYTHONSAFEPATH`)."""
+    os.environ["PYTHONSAFEPATH"] = "1"
+
+
+def _prefect_sqlite() -> Path | None:
+    """The file of Prefect's SQLite database, or None (another database, or in memory)."""
+    for name in ("PREFECT_API_DATABASE_CONNECTION_URL", "PREFECT_SERVER_DATABASE_CONNECTION_URL"):
+        if os.environ.get(name, "sqlite").split(":", 1)[0].split("+", 1)[0] != "sqlite":
+            return None
+    os.environ["PREFECT_API_DATABASE_MIGRATE_ON_START"] = "false"  # read once, at import
+    from prefect.settings import get_current_settings
+
+    url = get_current_settings().server.database.connection_url
+    text = url.get_secret_value() if url is not None else ""
+    path = text.split("://", 1)[-1].removeprefix("/").split("?", 1)[0]
+    return None if not path or ":memory:" in path else Path(path)
+
+
+def migrate_prefect_database() -> None:
+    """Create or upgrade Prefect's SQLite database under its lock (`prefect.db.lock`)."""
+    import asyncio
+
+    path = _prefect_sqlite()
+    if path is None:
+        return
+    from prefect.server.database import provide_database_interface
+
+    from tasks.stores import store_lock
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with store_lock(path):
+        asyncio.run(provide_database_interface().create_db())
+
+
+def _leave_working_folder() -> None:
+    """Run in Prefect's home (or `/`), not in the folder the CLI was started from: Prefect's
+    migrations put "." on `sys.path` (its `alembic.ini`: `prepend_sys_path = .`)."""
+    home = os.environ.get("PREFECT_HOME")
+    if home:
+        home = os.environ["PREFECT_HOME"] = str(Path(home).expanduser().resolve())
+        with contextlib.suppress(OSError):
+            Path(home).mkdir(parents=True, exist_ok=True)
+    for folder in (home, "/"):
+        with contextlib.suppress(OSError, TypeError):
+            os.chdir(folder)  # type: ignore[arg-type]
+            return
+
+
 def main(argv: list[str]) -> None:
     if len(argv) < 2 or argv[1] != "--":
         sys.exit("usage: python -m flows.server_guard PARENT_PID -- <uvicorn arguments>")
@@ -91,6 +175,10 @@ def main(argv: list[str]) -> None:
     if os.getppid() != parent:  # the parent died before the signal was armed
         sys.exit(1)
     threading.Thread(target=_watch, args=(parent,), daemon=True, name="parent-watch").start()
+    _leave_working_folder()
+    before = list(sys.path)
+    migrate_prefect_database()
+    sys.path[:] = [entry for entry in sys.path if entry in before]  # alembic prepends "."
     sys.argv = ["uvicorn", *argv[2:]]
     runpy.run_module("uvicorn", run_name="__main__", alter_sys=True)
 
