@@ -6,7 +6,6 @@ function named as a system is never called."""
 from __future__ import annotations
 
 import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
