@@ -14,23 +14,26 @@ class LabPlanarCrane:
 
     name = "lab_planar_crane"
     description = "planar overhead crane written by a lab (same physics as planar_crane)"
-    parameters = {"m_t": 10.0, "m": 5.0, "r": 0.05, "J": 0.01, "g": 9.81}
-    units = {"m_t": "kg", "m": "kg", "J": "kg m^2", "r": "m", "g": "m/s^2"}
     coordinates = ("s", "l", "theta")
     controls = ("F", "M_w")
     outputs = ("x", "z")
-    nominal = {"l": 2.0}
-    bounds = {"l": (0.05, None)}
-    default_demand = {
-        "t_end": 8.0,
-        "outputs": {
-            "x": {"type": "step", "start": 0.0, "end": 3.0, "t0": 1.0, "t1": 6.0, "degree": 9},
-            "z": {"type": "step", "start": -2.0, "end": -1.5, "t0": 2.0, "t1": 6.0, "degree": 9},
-        },
-    }
+
+    def __init__(self) -> None:
+        self.parameters = {"m_t": 10.0, "m": 5.0, "r": 0.05, "J": 0.01, "g": 9.81}
+        self.units = {"m_t": "kg", "m": "kg", "J": "kg m^2", "r": "m", "g": "m/s^2"}
+        self.nominal = {"l": 2.0}
+        self.bounds = {"l": (0.05, None)}
+        step = {"type": "step", "degree": 9}
+        self.default_demand = {
+            "t_end": 8.0,
+            "outputs": {
+                "x": {**step, "start": 0.0, "end": 3.0, "t0": 1.0, "t1": 6.0},
+                "z": {**step, "start": -2.0, "end": -1.5, "t0": 2.0, "t1": 6.0},
+            },
+        }
 
     def kinetic_energy(self, q, v, p):
-        s, l, th = q[0], q[1], q[2]
+        l, th = q[1], q[2]
         ds, dl, dth = v[0], v[1], v[2]
         dx = ds + dl * ca.sin(th) + l * ca.cos(th) * dth  # load velocity
         dz = -dl * ca.cos(th) + l * ca.sin(th) * dth
@@ -45,9 +48,6 @@ class LabPlanarCrane:
 
     def output(self, q, p):
         return [q[0] + q[1] * ca.sin(q[2]), -q[1] * ca.cos(q[2])]
-
-
-PLANAR_PARAMETERS = LabPlanarCrane.parameters
 
 
 def hand_written_crank_hoist(p: dict[str, float]) -> ServoProblem:
@@ -65,4 +65,4 @@ def hand_written_crank_hoist(p: dict[str, float]) -> ServoProblem:
     return pb.setup()
 
 
-__all__ = ["PLANAR_PARAMETERS", "LabPlanarCrane", "hand_written_crank_hoist"]
+__all__ = ["LabPlanarCrane", "hand_written_crank_hoist"]

@@ -99,9 +99,7 @@ def test_without_the_steady_closure_friction_starts_the_crank_moving(hoist) -> N
 def test_entry_points_and_file_references_name_the_same_system(hoist, monkeypatch) -> None:
     from models.underactuated import plugins
 
-    monkeypatch.setattr(
-        plugins, "entry_point_systems", lambda: {"hoist": "crank_hoist:CrankHoist"}
-    )
+    monkeypatch.setattr(plugins, "entry_point_systems", lambda: {"hoist": "crank_hoist:CrankHoist"})
     spec = user_system_spec("hoist")
     assert spec.name == "hoist" and [p.name for p in spec.parameters][:2] == ["J", "r"]
     assert plugins.source_reference("hoist") == "crank_hoist:CrankHoist"
