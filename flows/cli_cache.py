@@ -41,16 +41,19 @@ def info(as_json: JsonOpt = False) -> None:
 
 @app.command()
 def clear(as_json: JsonOpt = False) -> None:
-    """Delete every cached result (the next runs recompute every step)."""
+    """Delete every cached result (the next runs recompute every step). Only cache entries
+    inside the cache folder greylab created (it carries a `.greylab-cache` marker) are
+    deleted; any other folder is refused (exit 2) and nothing is deleted."""
     from tasks.cache import clear_cache
 
     result = clear_cache()
+    kept = f"; kept {result['files_kept']} other file(s)" if result["files_kept"] else ""
     emit(
         result,
         as_json=as_json,
         human=lambda: stdout.print(
             f"removed {result['files_removed']} file(s), {result['bytes_removed']} bytes "
-            f"from {result['cache_dir']}",
+            f"from {result['cache_dir']}{kept}",
             markup=False,
         ),
     )

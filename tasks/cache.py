@@ -18,6 +18,13 @@ Where: `$GREYLAB_CACHE_DIR`, default `$GREYLAB_HOME/cache` (Prefect result files
 key). Expiry: `$GREYLAB_CACHE_DAYS` days (default 30) after a result was computed. `greylab
 cache clear` empties it; `--no-cache` / `cache: false` recomputes (and refreshes the entry).
 
+Deletes only what greylab made: greylab creates the folder with a marker file
+(`.greylab-cache`, `ensure_cache_dir`); `clear_cache` removes only cache entries (regular files
+named like a key: 32 hex digits) inside a folder that carries the marker, never the folder,
+never anything else, and refuses (`InputError`, exit 2, nothing deleted) a folder without the
+marker, e.g. `GREYLAB_CACHE_DIR=.` or `=$GREYLAB_HOME`. A folder of an earlier version (no
+marker, but every entry a cache entry, or empty) is adopted: it gets the marker.
+
 A plugin module edited while a long-lived process (a notebook, `greylab serve`) holds it is
 re-imported before a task uses it (`fresh_model_module`), so a recomputed result is computed
 with the code its key names.
@@ -31,8 +38,9 @@ import hashlib
 import importlib
 import importlib.util
 import os
-import shutil
+import re
 import sys
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -190,7 +198,7 @@ def cached(task: Any, *, enabled: bool) -> Any:
     """`task` storing its results in the greylab cache; `enabled=False` recomputes and
     refreshes the entry (the next cached run sees the fresh result)."""
     return task.with_options(
-        result_storage=cache_dir(),
+        result_storage=ensure_cache_dir(),
         # pickle, whatever the flow's serializer (study flows persist their own result as
         # JSON; a cached step holds numpy arrays and result objects)
         result_serializer="pickle",
@@ -232,14 +240,87 @@ class CacheUse:
         }
 
 
-def clear_cache(directory: Path | None = None) -> dict[str, Any]:
-    """Delete every cached result; returns the folder, files and bytes removed."""
+#: the marker of a cache folder greylab created (only such a folder is ever cleared)
+MARKER = ".greylab-cache"
+#: a cache entry: a Prefect result file named by its key (`StudyCache.compute_key`, MD5 hex)
+CACHE_ENTRY = re.compile(r"[0-9a-f]{32}")
+
+
+def _entries(directory: Path) -> tuple[list[Path], list[Path]]:
+    """(cache entries, everything else but the marker) directly inside `directory`."""
+    entries: list[Path] = []
+    others: list[Path] = []
+    for path in directory.iterdir():
+        if path.name == MARKER:
+            continue
+        is_entry = CACHE_ENTRY.fullmatch(path.name) and path.is_file() and not path.is_symlink()
+        (entries if is_entry else others).append(path)
+    return entries, others
+
+
+def _mark(directory: Path) -> None:
+    """Write the marker atomically (a complete file or none)."""
+    fd, tmp = tempfile.mkstemp(prefix=".greylab-cache-", dir=directory)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write("greylab result cache: `greylab cache clear` removes its entries\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, directory / MARKER)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def ensure_cache_dir(directory: Path | None = None) -> Path:
+    """The cache folder, created with its marker; an unmarked folder holding only cache
+    entries (an earlier version's cache) or nothing is adopted. A folder with other files is
+    used as it is, unmarked: `greylab cache clear` will refuse it."""
+    from methods.errors import InputError
+
     directory = directory or cache_dir()
-    files = [p for p in directory.rglob("*") if p.is_file()] if directory.is_dir() else []
-    size = sum(p.stat().st_size for p in files)
-    if directory.is_dir():
-        shutil.rmtree(directory)
-    return {"cache_dir": str(directory), "files_removed": len(files), "bytes_removed": size}
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        if not (directory / MARKER).is_file() and not _entries(directory)[1]:
+            _mark(directory)
+    except OSError as exc:
+        raise InputError(
+            f"GREYLAB_CACHE_DIR {str(directory)[:300]}: cannot create or mark the cache folder "
+            f"({exc.strerror}); set it to a folder you can write"
+        ) from None
+    return directory
+
+
+def clear_cache(directory: Path | None = None) -> dict[str, Any]:
+    """Delete the cache entries of a greylab cache folder; returns the folder, the files and
+    bytes removed and the other files kept. A folder without the marker that holds anything
+    but cache entries is refused (`InputError`): nothing is deleted. Entries that a writer
+    removes or adds meanwhile are skipped, not errors."""
+    from methods.errors import InputError
+
+    directory = directory or cache_dir()
+    if not directory.is_dir():
+        return {"cache_dir": str(directory), "files_removed": 0, "bytes_removed": 0,
+                "files_kept": 0}  # fmt: skip
+    entries, others = _entries(directory)
+    if not (directory / MARKER).is_file():
+        if others:
+            shown = ", ".join(repr(p.name[:60]) for p in sorted(others)[:3])
+            raise InputError(
+                f"GREYLAB_CACHE_DIR {str(directory)[:300]} is not a greylab cache folder: it has "
+                f"no {MARKER} marker and holds other files ({shown}{', ...' if len(others) > 3 else ''}"
+                "); nothing was deleted. greylab clears only the cache folder it created "
+                "(default $GREYLAB_HOME/cache)"
+            )
+        ensure_cache_dir(directory)  # an earlier version's cache: adopt it
+    removed = size = 0
+    for path in entries:
+        with contextlib.suppress(FileNotFoundError):
+            bytes_ = path.stat().st_size
+            path.unlink()
+            removed, size = removed + 1, size + bytes_
+    return {"cache_dir": str(directory), "files_removed": removed, "bytes_removed": size,
+            "files_kept": len(others)}  # fmt: skip
 
 
 def cache_info(directory: Path | None = None) -> dict[str, Any]:
@@ -251,4 +332,5 @@ def cache_info(directory: Path | None = None) -> dict[str, Any]:
         "bytes": sum(p.stat().st_size for p in files),
         "expiry_days": load_settings().cache_days,
         "code_fingerprint": code_fingerprint(),
+        "marked": (directory / MARKER).is_file(),
     }

@@ -146,16 +146,17 @@ def test_cache_use_reports_hits() -> None:
 
 
 def test_clear_cache_empties_the_folder(tmp_path: Path) -> None:
-    folder = tmp_path / "cache"
-    (folder / "sub").mkdir(parents=True)
-    (folder / "sub" / "k").write_bytes(b"12345")
+    folder = cache.ensure_cache_dir(tmp_path / "cache")
+    (folder / ("a" * 32)).write_bytes(b"12345")
     assert cache.clear_cache(folder) == {
         "cache_dir": str(folder),
         "files_removed": 1,
         "bytes_removed": 5,
+        "files_kept": 0,
     }
-    assert not folder.exists()
+    assert folder.is_dir() and [p.name for p in folder.iterdir()] == [cache.MARKER]
     assert cache.clear_cache(folder)["files_removed"] == 0
+    assert cache.clear_cache(tmp_path / "never-made")["files_removed"] == 0
 
 
 def test_two_attributes_of_one_module_do_not_force_reimports(
