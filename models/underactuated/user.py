@@ -360,8 +360,13 @@ def _exact(obj: Any, ref: str, pb: ServoProblem, p: dict) -> Callable:
             raise InputError(f"{ref}.exact_solution: {unknown} are not columns {sorted(columns)}")
         out = {"t_s": t}
         for key, val in cols.items():
-            arr = np.broadcast_to(np.asarray(val, float), t.shape)
-            out[key] = arr
+            try:
+                out[key] = np.broadcast_to(np.asarray(val, float), t.shape)
+            except (TypeError, ValueError) as exc:
+                raise InputError(
+                    f"{ref}.exact_solution: column {key!r} is not {t.size} numbers, one per "
+                    f"time ({_first_line(exc)})"
+                ) from None
         return pd.DataFrame(out)
 
     return exact

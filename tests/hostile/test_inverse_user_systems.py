@@ -90,6 +90,9 @@ CASES = {  # module name: (replace this, by this), words the message must contai
                         "    def kinetic_energy"), ["constructor Hoist() failed",
                                                     "ValueError: calibration file missing"]),
     "syntax_error": (("class Hoist:", "class Hoist(:"), ["SyntaxError"]),
+    "short_exact": (("    def output(self", "    def exact_solution(self, t, y, p):\n"
+                     "        return {'tau': [1.0, 2.0]}\n\n    def output(self"),
+                    ["exact_solution", "column 'tau' is not", "one per time"]),
     "bad_name": (('coordinates = ("phi", "z")', 'coordinates = ("phi", "z[0]")'),
                  ["coordinates", "'z[0]' is not a name"]),
 }  # fmt: skip
@@ -182,6 +185,12 @@ def test_overrides_name_the_systems_parameters(lab: Path, capsys) -> None:
     code, err = _run(capsys, "inverse", "run", "hostile_good:Hoist", "--set", "m=inf",
                      "--no-track")  # fmt: skip
     assert code == 2
+
+
+def test_an_override_that_removes_an_inertia_is_named(lab: Path, capsys) -> None:
+    code, err = _run(capsys, "inverse", "run", "hostile_good:Hoist", "--set", "J=0",
+                     "--no-track")  # fmt: skip
+    assert code == 2 and "kinetic_energy" in err and "singular" in err and "['phi']" in err
 
 
 def test_a_system_without_default_demand_asks_for_one(lab: Path, capsys) -> None:
