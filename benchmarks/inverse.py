@@ -8,6 +8,9 @@
    Jacobians (run on a shorter horizon and scaled linearly, as printed). The ratio is taken
    within each of ``--repeats`` repeats (each compiles the solver again).
 
+3. A lab's own system (``benchmarks/_inverse_user_system.py``): the planar crane written from
+   its energies vs the built-in one (solve times, ratio), the crank hoist example's accuracy.
+
 Run: ``.venv/bin/python benchmarks/inverse.py [--repeats 3]`` (README rows at the end, JSON in
 ``build/bench/inverse.json``)
 """
@@ -24,6 +27,7 @@ from scipy.optimize import root
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
+from benchmarks import _inverse_user_system as lab_systems
 from benchmarks._report import Bench, add_arguments
 from methods.dae import Demand, solve_inverse
 from methods.dae.inverse import consistent_start
@@ -156,6 +160,7 @@ def measure(bench: Bench) -> None:
               "observed order of the controls vs exact flat solutions (degree-13 demands; "
               "two_mass, planar_crane; finest step pair, smallest over the controls)")  # fmt: skip
     speed(bench)
+    lab_systems.measure(bench)  # a lab's own system vs built in (issue 30): rows after these
 
 
 def main() -> None:

@@ -8,7 +8,8 @@
 2. The crank hoist of examples/crank_hoist at BDF2, 1 ms: the torque's error against its exact
    flat solution, relative to its peak (target <= 1e-4).
 
-Run: ``PYTHONPATH=. .venv/bin/python benchmarks/inverse_user_system.py [--repeats 3]`` (JSON in
+``benchmarks/inverse.py`` measures these after its own rows (README's inverse block); alone:
+``PYTHONPATH=. .venv/bin/python benchmarks/_inverse_user_system.py [--repeats 3]`` (JSON in
 ``build/bench/inverse_user_system.json``).
 """
 
