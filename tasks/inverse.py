@@ -30,7 +30,11 @@ from methods.dae import Demand, InverseResult, forward_check, solve_inverse
 from methods.dae.forward import ForwardCheck
 from methods.errors import InputError
 from models.underactuated import SYSTEMS, System, exact_solution, get_system
-from models.underactuated.plugins import check_system_reference, source_reference
+from models.underactuated.plugins import (
+    check_system_reference,
+    normalize_reference,
+    source_reference,
+)
 from schemas.storage import store_table
 from tasks import limits
 from tasks.settings import load_settings
@@ -136,6 +140,7 @@ def overrides_for(system: str, overrides: Mapping[str, float], systems: Sequence
         if not dot:
             out[key] = value
             continue
+        target = normalize_reference(target)  # file.py:Class.m names file:Class
         if target not in systems:
             raise InputError(
                 f"override {key!r}: {target!r} is not one of the selected systems {list(systems)}"

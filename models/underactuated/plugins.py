@@ -87,6 +87,8 @@ def check_system_reference(name: Any, builtin: set[str] | frozenset[str] = froze
     if not isinstance(name, str):
         raise InputError(f"system {_short(name)}: expected a system name (string)")
     name = normalize_reference(name)
+    if len(name) > 200:
+        raise InputError(f"system {_short(name)}: a system name has at most 200 characters")
     if ":" not in name or name in builtin:
         return name
     if name in allowed_systems():

@@ -5,6 +5,7 @@ function named as a system is never called."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -191,6 +192,23 @@ def test_an_override_that_removes_an_inertia_is_named(lab: Path, capsys) -> None
     code, err = _run(capsys, "inverse", "run", "hostile_good:Hoist", "--set", "J=0",
                      "--no-track")  # fmt: skip
     assert code == 2 and "kinetic_energy" in err and "singular" in err and "['phi']" in err
+
+
+def test_long_names_are_refused_and_quoted_short(lab: Path, capsys) -> None:
+    with pytest.raises(ValidationError, match="at most 200 characters"):
+        InverseStudy(systems=["a" * 5000 + ":B"])
+    code, err = _run(capsys, "inverse", "run", "x" * 5000, "--no-track")
+    assert code == 2 and "at most 200 characters" in err and len(err) < 1000
+    code, err = _run(capsys, "inverse", "run", "x" * 150, "--no-track")
+    assert code == 2 and "unknown system" in err
+
+
+def test_per_system_overrides_name_a_file_reference(lab: Path, capsys) -> None:
+    code = main(["inverse", "run", "hostile_good.py:Hoist", "--no-track", "--dt", "5e-3",
+                 "--set", "hostile_good.py:Hoist.m=12", "--json"])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert json.loads(out)["parameters"]["m"] == 12.0
 
 
 def test_a_system_without_default_demand_asks_for_one(lab: Path, capsys) -> None:
