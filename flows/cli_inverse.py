@@ -1,6 +1,6 @@
 """`greylab inverse …`: feedforward controls of underactuated systems (docs/methods.md §3).
 
-    greylab inverse list [--json]
+    greylab inverse list [SYSTEM...] [--json]
     greylab inverse run SYSTEM [--demand FILE.yaml] [--method euler|bdf2|radau] [--dt 1e-3]
         [--t-end T] [--set name=value ...] [--no-check] [--experiment NAME]
         [--out FILE.parquet] [--json] [--no-track]
@@ -8,7 +8,8 @@
 The options of `run` are the fields of `InverseStudy` (flows/inverse_settings.py, through
 `flows.cli_settings.with_settings`) plus its own: SYSTEM, `--demand`, `--out`, `--track`,
 `--json`. `run` goes through the `inverse-simulation` flow (tracked in MLflow) unless
-`--no-track`.
+`--no-track`. SYSTEM may be a lab's own system, `module:Class` or `file.py:Class` of the
+current folder (docs/models.md): the references typed here join the run's allow-list.
 Bad input — unknown system or parameter, a demand file that is not YAML or does not fit the
 system, an infeasible or too rough demand, a singular partition, a Newton failure — is an
 `InputError`: one message naming the file/field/time, exit code 2, no traceback.
