@@ -11,7 +11,8 @@ steps of ``substeps`` RK4 substeps over ``states`` states, with forward sensitiv
   :data:`BYTES_PER_SAMPLE` (measured: building the whole-record CasADi functions with
   sensitivities took 1.7-1.9 GB for 2e5-4e5 samples and 17 GB for 2e6, i.e. up to ~8.5 kB a
   sample; the function with sensitivities is built only on the first Jacobian, so a
-  validation, which never asks for one, needs about a quarter: 0.6 GB for 4e5 samples)
+  validation, which never asks for one, needs about a quarter: 0.6 GB for 4e5 samples, and
+  a whole `drive validate` of 1.999e6 samples peaked at 4.4 GB in 28 s, was 17 GB)
   plus the trajectories with sensitivities (``8 x states x (1 + parameters)`` a
   sample), the substep weights (``96 x substeps``) and the delay's shifted inputs
   (``32 x delay_taps x samples``).
@@ -120,8 +121,8 @@ def check_samples(samples: int, what: str) -> None:
         need = SimulationCost(samples, 1, 1).bytes
         raise LimitError(
             f"{what}: {samples:,} samples exceed the limit of {cap:,} samples of one drive "
-            f"simulation (building its simulator takes about {_gib(need)}; set {MAX_SAMPLES} "
-            "on this machine to allow more, or decimate the recording)"
+            f"simulation (its simulator with sensitivities takes up to about {_gib(need)}; set "
+            f"{MAX_SAMPLES} on this machine to allow more, or decimate the recording)"
         )
 
 
