@@ -37,7 +37,8 @@ def build_app():  # -> typer.Typer (typer imported lazily, after the environment
 
 def _start(argv: list[str] | None) -> None:
     """Settings, then what every command relies on: child processes never import from the
-    working folder; a GREYLAB_HOME greylab can write (else exit 2) and an undamaged local
+    working folder (`PYTHONSAFEPATH` when this process is the command; `run_flow` sets it
+    for the flows of an in-process call); a GREYLAB_HOME greylab can write (else exit 2) and an undamaged local
     MLflow store (else exit 1), checked before any server starts (not for help or `cache`)."""
     from flows.server_guard import install_import_hook, isolate_child_processes
     from methods.errors import InputError
@@ -49,7 +50,8 @@ def _start(argv: list[str] | None) -> None:
             f"cannot create greylab's folder {str(exc.filename)[:300]} ({exc.strerror}): set "
             "GREYLAB_HOME (and GREYLAB_DATA_ROOT) to folders you can write"
         ) from None
-    isolate_child_processes()
+    if argv is None:  # this process is the command: its children inherit the setting
+        isolate_child_processes()
     install_import_hook()  # temporary Prefect servers die with this process, even on SIGKILL
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] != "cache" and not {"--help", "-h"} & set(args):

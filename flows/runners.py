@@ -135,6 +135,21 @@ def _drain_reporting(timeout: float = 10.0) -> None:
         service.drain_all(timeout=timeout, at_exit=False)
 
 
+@contextlib.contextmanager
+def safe_child_path() -> Iterator[None]:
+    """`PYTHONSAFEPATH=1` while a flow runs: the Python processes it starts (spawned Dask
+    workers, their `-c` bootstrap) never put the working folder first on `sys.path`."""
+    before = os.environ.get("PYTHONSAFEPATH")
+    os.environ["PYTHONSAFEPATH"] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("PYTHONSAFEPATH", None)
+        else:
+            os.environ["PYTHONSAFEPATH"] = before
+
+
 def run_flow(flow: Any, study: Any, *, runner: RunnerKind | str, workers: int) -> Any:
     """Run a study flow on the chosen task runner (threads, or a Dask cluster). Its logs and
     events are sent before this returns, while the server (a temporary one for Dask workers)
@@ -142,7 +157,7 @@ def run_flow(flow: Any, study: Any, *, runner: RunnerKind | str, workers: int) -
     runner = runner_kind(runner)
     limits.check("workers", workers, "GREYLAB_MAX_WORKERS")
     guard_temporary_servers()
-    with api_for_workers(runner):
+    with safe_child_path(), api_for_workers(runner):
         try:
             return flow.with_options(task_runner=make_task_runner(runner, workers=workers))(study)
         finally:

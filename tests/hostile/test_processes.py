@@ -106,7 +106,8 @@ def test_the_cli_exports_safe_path_to_every_child_process(tmp_path: Path) -> Non
     """The CLI's start sets PYTHONSAFEPATH (inherited by spawned Dask workers, Prefect's
     `python -m prefect.engine` runs of `greylab serve`, any `python -m` child)."""
     code = (
-        "import os\nfrom flows import cli\ncli._start(['--help'])\n"
+        "import os, sys\nsys.argv = ['greylab', '--help']\nfrom flows import cli\n"
+        "cli._start(None)\n"
         "print(os.environ.get('PYTHONSAFEPATH'))\n"
     )
     env = {**os.environ, "GREYLAB_HOME": str(tmp_path / "home")}
@@ -117,6 +118,17 @@ def test_the_cli_exports_safe_path_to_every_child_process(tmp_path: Path) -> Non
     )  # fmt: skip
     assert probe.returncode == 0, probe.stderr
     assert probe.stdout.strip() == "1"
+
+
+def test_a_flow_run_sets_safe_path_for_its_children_and_restores_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from flows.runners import safe_child_path
+
+    monkeypatch.delenv("PYTHONSAFEPATH", raising=False)
+    with safe_child_path():
+        assert os.environ["PYTHONSAFEPATH"] == "1"
+    assert "PYTHONSAFEPATH" not in os.environ  # an in-process caller's environment is kept
 
 
 def test_a_named_plugin_folder_is_appended_to_sys_path_not_exported_to_pythonpath(
