@@ -111,6 +111,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("greylab: interrupted\n")
         return 130
     except Exception as exc:
+        if type(exc).__name__ == "StoreUnreadable":  # tasks.product_files: the store failed
+            store = clip(os.environ.get("MLFLOW_TRACKING_URI", ""), 300)
+            sys.stderr.write(f"greylab: error: {clip(str(exc))} (store: {store})\n")
+            return 1
         return _internal(exc)
     return int(result) if isinstance(result, int) else 0
 

@@ -215,3 +215,23 @@ def test_damaged_store_files_are_named(tmp_path: Path) -> None:
     os.truncate(good, size - 4096)
     with pytest.raises(StoreError, match=r"good\.db is truncated"):
         check_sqlite_file(good, "store")
+
+
+def test_a_store_damaged_inside_exits_1_naming_it_on_press_validate(tmp_path: Path) -> None:
+    """A store whose header is intact but whose pages are garbage fails inside MLflow
+    (`tasks.product_files.StoreUnreadable`): exit 1 with the store named, no "internal error"."""
+    home = tmp_path / "home"
+    home.mkdir()
+    _store(home / "mlflow.db")
+    data = bytearray((home / "mlflow.db").read_bytes())
+    data[100:4096] = b"\xff" * (4096 - 100)
+    (home / "mlflow.db").write_bytes(bytes(data))
+    table = tmp_path / "val.csv"
+    table.write_text("series,step\n")
+    done = subprocess.run(
+        [str(GREYLAB), "press", "validate", "--model", "models:/press-M1/1", "--data",
+         str(table), "--json"],
+        env=_env(home), capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 1, done.stderr
+    assert str(home / "mlflow.db") in done.stderr and "internal error" not in done.stderr
