@@ -3,8 +3,13 @@
 Exit codes: 0 success; 2 bad input (a one-paragraph message on stderr, no traceback) and
 usage errors (bad option value, unknown or missing option, unknown command: typer's own
 click exceptions, `typer._click`, not the separately installed `click`), and a computation
-too large for memory; 130 interrupted; 1 internal failure (set `GREYLAB_DEBUG=1` for the
-traceback). Messages are cut to `MAX_MESSAGE` characters (`flows.cli_common.clip`).
+too large for memory, a GREYLAB_HOME greylab cannot write; 130 interrupted; 1 internal or
+infrastructure failure (a damaged MLflow store is named, `tasks.stores.StoreError`; otherwise
+set `GREYLAB_DEBUG=1` for the traceback). Messages are cut to `MAX_MESSAGE` characters
+(`flows.cli_common.clip`).
+
+The console script `greylab` does not put the working folder on `sys.path` (`python -m
+flows.cli` does: use `python -P -m flows.cli`); its child processes never do (`_start`).
 """
 
 from __future__ import annotations

@@ -326,6 +326,7 @@ def clear_cache(directory: Path | None = None) -> dict[str, Any]:
 def cache_info(directory: Path | None = None) -> dict[str, Any]:
     directory = directory or cache_dir()
     files = [p for p in directory.rglob("*") if p.is_file()] if directory.is_dir() else []
+    files = [p for p in files if p != directory / MARKER]
     return {
         "cache_dir": str(directory),
         "files": len(files),

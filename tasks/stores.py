@@ -132,8 +132,8 @@ def check_home(settings: Settings) -> None:
         os.close(fd)
         os.unlink(probe)
         problem = ""
-        for name in ("mlflow.db", "prefect"):
-            target = home / name
+        prefect = Path(os.environ.get("PREFECT_HOME") or home / "prefect")
+        for target in (home / "mlflow.db", prefect, prefect / "prefect.db"):
             if target.exists() and not os.access(target, os.W_OK):
                 problem = f"{target} is not writable"
                 break
