@@ -123,6 +123,25 @@ class DriveSearch(BaseModel):
             raise ValueError("use 1-64 letters, digits or ._- starting with a letter or digit")
         return value
 
+    @field_validator("nominals")
+    @classmethod
+    def _nominals(cls, value: dict[str, float]) -> dict[str, float]:
+        """Known parameter names only (a typo would be ignored silently), each nominal a
+        finite number of a recording's magnitude (`schemas.drive.MAX_MAGNITUDE`)."""
+        from models.drivetrain.excitation import MAX_MAGNITUDE
+        from models.drivetrain.submodels import PARAMETERS
+
+        known = sorted({s.name for specs in PARAMETERS.values() for s in specs})
+        unknown = sorted(set(value) - set(known))
+        if unknown:
+            raise ValueError(f"unknown parameter(s) {unknown[:10]}; known: {', '.join(known)}")
+        for name, number in value.items():
+            if not abs(number) <= MAX_MAGNITUDE:
+                raise ValueError(
+                    f"{name}={number!r}: a nominal must be finite, at most {MAX_MAGNITUDE:g}"
+                )
+        return value
+
     @field_validator("experiment")
     @classmethod
     def _experiment(cls, value: str) -> str:

@@ -288,3 +288,19 @@ def test_the_search_itself_refuses_a_constant_torque(reference) -> None:
     search = StructureSearch(population=2, generations=1)
     with pytest.raises(InputError, match=r"'torque_Nm' is constant \(0.5 in every row\)"):
         search.fit(reference.assign(torque_Nm=0.5))
+
+
+@pytest.mark.parametrize(
+    ("nominal", "words"),
+    [
+        ("j1=0.02", "unknown parameter(s) ['j1']; known: J1, J2"),  # a typo was ignored, exit 0
+        ("J1=1e300", "J1=1e+300: a nominal must be finite, at most 1e+15"),
+    ],
+)
+def test_identify_names_an_unusable_nominal(capsys, nominal, words) -> None:
+    from flows.cli import main
+
+    argv = ["drive", "identify", "--population", "2", "--generations", "1", "--nominal", nominal]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert words in err and "--nominal" in err
