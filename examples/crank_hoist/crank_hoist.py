@@ -13,10 +13,26 @@ import numpy as np
 class CrankHoist:
     name = "crank_hoist"
     description = "motor-driven crank lifts a load through an elastic rope; demand: load height z"
-    parameters = {"J": 0.5, "r": 0.5, "k": 2.0e4, "L": 1.0, "m": 10.0, "g": 9.81, "c": 20.0,
-                  "b": 0.2}
-    units = {"J": "kg m^2", "r": "m", "k": "N/m", "L": "m", "m": "kg", "g": "m/s^2",
-             "c": "N s/m", "b": "N m s/rad"}
+    parameters = {
+        "J": 0.5,
+        "r": 0.5,
+        "k": 2.0e4,
+        "L": 1.0,
+        "m": 10.0,
+        "g": 9.81,
+        "c": 20.0,
+        "b": 0.2,
+    }
+    units = {
+        "J": "kg m^2",
+        "r": "m",
+        "k": "N/m",
+        "L": "m",
+        "m": "kg",
+        "g": "m/s^2",
+        "c": "N s/m",
+        "b": "N m s/rad",
+    }
     coordinates = ("phi", "z")
     controls = ("tau",)
     outputs = ("z",)
@@ -24,8 +40,9 @@ class CrankHoist:
     bounds = {"phi": (-1.5, 1.5)}  # the crank stays below its dead centres (+-pi/2)
     default_demand = {
         "t_end": 4.0,
-        "outputs": {"z": {"type": "step", "start": -1.2, "end": -0.9, "t0": 0.5, "t1": 3.0,
-                          "degree": 9}},
+        "outputs": {
+            "z": {"type": "step", "start": -1.2, "end": -0.9, "t0": 0.5, "t1": 3.0, "degree": 9}
+        },
     }
 
     def kinetic_energy(self, q, v, p):

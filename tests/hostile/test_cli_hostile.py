@@ -187,8 +187,10 @@ def test_press_check_with_a_markup_sensor_name(tmp_path: Path, capsys) -> None:
 
 def test_error_messages_are_cut(capsys) -> None:
     code, _, err = _run(capsys, "inverse", "run", "x" * 100_000, "--no-track")
-    assert code == 2
-    assert len(err) < MAX_MESSAGE + 200 and "characters cut" in err
+    assert code == 2  # system names are refused beyond 200 characters, quoted short (issue 30)
+    assert len(err) < MAX_MESSAGE + 200 and "at most 200 characters" in err
+    code, _, err = _run(capsys, "inverse", "run", "two_mass", "--demand", "y" * 100_000)
+    assert code == 2 and len(err) < MAX_MESSAGE + 200 and "characters cut" in err
     assert len(clip("y" * 10_000, 300)) < 400
 
 
