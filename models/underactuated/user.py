@@ -176,12 +176,12 @@ def _as_column(value: Any, where: str, length: int | None) -> ca.SX:
         col = ca.vec(col)
     want = 1 if length is None else length
     if col.shape != (want, 1):
-        what = "a scalar" if length is None else f"{length} values (one per {where_of(where)})"
+        what = "a scalar" if length is None else f"{length} values (one per {_per(where)})"
         raise InputError(f"{where}: must return {what}, got shape {col.shape}")
     return col
 
 
-def where_of(where: str) -> str:
+def _per(where: str) -> str:
     return "output" if where.endswith("output(q, p)") else "coordinate"
 
 
@@ -194,8 +194,8 @@ def _call(obj: Any, ref: str, attr: str, sig: str, args: tuple, length: int | No
     except Exception as exc:  # the user's code failed on symbols (math.sin, an if on a value)
         raise InputError(
             f"{where} cannot be evaluated on CasADi symbols: {_first_line(exc)}. Write it with "
-            "arithmetic and casadi functions (casadi.sin, cos, sqrt, fmax, if_else), not math or "
-            "numpy functions or a Python if on a value (docs/models.md)"
+            "arithmetic and casadi functions (casadi.sin, cos, sqrt, fmax, if_else), not math "
+            "functions or a Python if on a value (docs/models.md)"
         ) from None
     return _as_column(value, where, length)
 
