@@ -14,6 +14,9 @@
 | `GREYLAB_CACHE_DIR`    | cross-run result cache of the study tasks (`tasks/cache.py`) | `$GREYLAB_HOME/cache` |
 | `GREYLAB_CACHE_DAYS`   | days a cached result stays valid          | `30`                              |
 | `GREYLAB_PROJECT_DIR`  | project folder for deployed flow runs (pull step of `deployments/prefect.yaml`) | unset (`greylab serve` runs in place) |
+| `GREYLAB_ALLOWED_DATA_ROOTS` | folders (os.pathsep-separated) besides the data root whose files a flow's `data` may name (`flows/data_refs.py`) | unset |
+| `GREYLAB_ALLOWED_DATA_FILES` | files the CLI user typed, allowed for that process and its workers (set by the CLI) | unset |
+| `GREYLAB_ALLOWED_MODELS` / `GREYLAB_ALLOWED_SYSTEMS` | plugin press models / inverse systems (`module:attr`, comma-separated) the worker allows | unset |
 
 `apply_environment()` must run before `prefect` is imported (the CLI does it first), because
 Prefect reads its settings at import time.
