@@ -1,0 +1,207 @@
+"""Oracles of the evidence statistics (models.drivetrain.evidence): linear regression as the
+exact case, coverage and test rates checked by simulation against binomial bands."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from models.drivetrain.evidence import (
+    f_test,
+    information,
+    parameter_uncertainty,
+    residual_analysis,
+    rival_table,
+)
+from models.drivetrain.gp.evaluate import lowpass
+
+
+def _binomial_low(n: int, p: float, q: float = 1e-4) -> int:
+    """Lowest count of successes a correct procedure with rate ``p`` reaches, except with
+    probability ``q`` (so a correct implementation fails this test once in 1e4 runs)."""
+    return int(stats.binom.ppf(q, n, p))
+
+
+def test_linear_regression_standard_errors_are_the_textbook_ones() -> None:
+    # oracle: for y = X b + e the linearised covariance is exactly s^2 (X^T X)^-1
+    rng = np.random.default_rng(1)
+    n = 200
+    x = np.column_stack([np.ones(n), rng.normal(size=n), rng.uniform(0, 3, n)])
+    b = np.array([1.0, -2.0, 0.5])
+    y = x @ b + rng.normal(0, 0.3, n)
+    b_hat = np.linalg.lstsq(x, y, rcond=None)[0]
+    e = x @ b_hat - y
+    s2 = e @ e / (n - 3)
+    expected = np.sqrt(np.diag(s2 * np.linalg.inv(x.T @ x)))
+    boxes = [(-10.0, 10.0)] * 3
+    out, sigma, cond = parameter_uncertainty(x, e, b_hat, ["a", "b", "c"], boxes)
+    assert sigma == pytest.approx(math.sqrt(s2), rel=1e-12)
+    assert [p.stderr for p in out] == pytest.approx(expected, rel=1e-9)
+    t = stats.t.ppf(0.975, n - 3)
+    assert out[1].lower == pytest.approx(b_hat[1] - t * expected[1], rel=1e-9)
+    assert all(p.identifiable for p in out) and 1 < cond < 1e3
+
+
+def test_interval_coverage_by_simulation_with_and_without_prefilter() -> None:
+    # 400 regressions; the 95 % intervals must cover the truth at the binomial rate (per
+    # parameter). With the prefilter the estimator minimises |F(Xb - y)|^2 and the sandwich
+    # applies; a smooth regressor keeps the information below the cutoff.
+    rng = np.random.default_rng(7)
+    n, dt = 400, 1e-3
+    t = np.arange(n) * dt
+    # the third regressor sits at the cutoff, where F halves it: there the plain
+    # s^2 ((FX)^T FX)^-1 is twice too wide (coverage near 100 %), the sandwich is right
+    x = np.column_stack([np.sin(2 * np.pi * 3 * t), np.cos(2 * np.pi * 5 * t) + t,
+                         np.sin(2 * np.pi * 25 * t)])  # fmt: skip
+    b = np.array([2.0, -1.0, 0.5])
+    filt = lowpass(25.0, dt)
+    assert filt is not None
+    for prefilter in (None, filt):
+        hits = np.zeros(3, int)
+        runs = 400
+        for _ in range(runs):
+            y = x @ b + rng.normal(0, 0.5, n)
+            xf = prefilter(x) if prefilter else x
+            yf = prefilter(y) if prefilter else y
+            b_hat = np.linalg.lstsq(xf, yf, rcond=None)[0]
+            out, _, _ = parameter_uncertainty(x, x @ b_hat - y, b_hat, ["p", "q", "r"],
+                                              [(-10, 10)] * 3, prefilter=prefilter)  # fmt: skip
+            hits += [p.lower <= bt <= p.upper for p, bt in zip(out, b)]
+        low = _binomial_low(runs, 0.95)
+        high = runs - _binomial_low(runs, 0.05)
+        assert np.all(hits >= low) and np.all(hits <= high), (prefilter, hits, low, high)
+
+
+def test_rank_deficient_and_box_wide_parameters_are_flagged() -> None:
+    rng = np.random.default_rng(3)
+    n = 100
+    a = rng.normal(size=n)
+    x = np.column_stack([a, a, rng.normal(size=n)])  # the first two cannot be separated
+    e = rng.normal(0, 0.1, n)
+    out, _, cond = parameter_uncertainty(x, e, np.ones(3), ["a", "b", "c"], [(0.0, 5.0)] * 3)
+    assert not out[0].identifiable and not out[1].identifiable and out[2].identifiable
+    assert math.isinf(out[0].stderr) and "rank" in out[0].note and cond > 1e8
+    # a large noise: the interval of c is wider than its narrow box
+    out, _, _ = parameter_uncertainty(x[:, 2:], 10 * e, np.ones(1), ["c"], [(0.9, 1.1)])
+    assert not out[0].identifiable and "wider than its box" in out[0].note
+    # on a bound: identifiable, but said
+    out, _, _ = parameter_uncertainty(x[:, 2:], e, np.ones(1), ["c"], [(1.0, 3.0)])
+    assert out[0].identifiable and "bound" in out[0].note
+
+
+def _smooth(rng: np.random.Generator, n: int) -> np.ndarray:
+    """A smooth, strongly autocorrelated input (low-passed noise), as drive torques are."""
+    filt = lowpass(20.0, 1e-3)
+    assert filt is not None
+    return filt(rng.normal(size=n))
+
+
+def test_residual_tests_pass_white_residuals_at_the_stated_rate() -> None:
+    # under H0 (white, independent of u) each test fails at most at rate 1 - confidence
+    # (Bonferroni over the lags): 300 runs at 99 % -> both pass in >= 98 % (two tests)
+    rng = np.random.default_rng(11)
+    runs, n = 300, 2000
+    passed = sum(
+        bool(residual_analysis(rng.normal(size=n), _smooth(rng, n), confidence=0.99).passed)
+        for _ in range(runs)
+    )
+    assert passed >= _binomial_low(runs, 0.98)
+
+
+def test_residual_tests_fail_coloured_or_input_correlated_residuals() -> None:
+    rng = np.random.default_rng(12)
+    n, runs = 2000, 50
+    fails_auto = fails_cross = 0
+    for _ in range(runs):
+        w = rng.normal(size=n)
+        ar = np.zeros(n)  # AR(1), phi 0.3: r(1) = 0.3 against a band of about 0.08
+        for k in range(1, n):
+            ar[k] = 0.3 * ar[k - 1] + w[k]
+        u = _smooth(rng, n)
+        fails_auto += not residual_analysis(ar, u).autocorrelation.passed
+        leak = w + 0.5 * np.roll(u, 3) / u.std()  # the input leaks into the residual
+        fails_cross += not residual_analysis(leak, u).cross_correlation.passed
+    assert fails_auto == runs and fails_cross == runs
+
+
+def test_an_exact_fit_is_not_tested() -> None:
+    rng = np.random.default_rng(2)
+    y = rng.normal(size=500)
+    out = residual_analysis(1e-9 * rng.normal(size=500), rng.normal(size=500), output=y)
+    assert out.exact_fit and out.passed is None
+
+
+def test_information_criteria_and_f_test_formulas() -> None:
+    aic, bic = information(2.0, 100, 3)
+    assert aic == pytest.approx(100 * math.log(0.02) + 6)
+    assert bic == pytest.approx(100 * math.log(0.02) + 3 * math.log(100))
+    f, p = f_test(10.0, 2, 8.0, 3, 50)
+    assert f == pytest.approx((2.0 / 1) / (8.0 / 47))
+    assert p == pytest.approx(stats.f.sf(f, 1, 47))
+    assert f_test(8.0, 2, 9.0, 3, 50) == (0.0, 1.0)  # the richer fits worse: no support
+
+
+def _poly_rss(x: np.ndarray, y: np.ndarray, degree: int) -> float:
+    coef = np.polynomial.polynomial.polyfit(x, y, degree)
+    r = np.polynomial.polynomial.polyval(x, coef) - y
+    return float(r @ r)
+
+
+@pytest.mark.parametrize("true_degree", [1, 2])
+def test_rival_table_chooses_the_truth_on_nested_simulated_data(true_degree: int) -> None:
+    # nested polynomials (degree d, d-1, d+1) as best / simpler / richer: the rule must pick
+    # the true degree in >= 90 % whichever row the search called best (the richer one wins
+    # only with an F-test behind it, the simpler one when BIC says the extra term is noise)
+    rng = np.random.default_rng(20 + true_degree)
+    runs, n = 200, 300
+    x = np.linspace(-1, 1, n)
+    coef = [0.3, 1.0, 0.8][: true_degree + 1]
+    right = 0
+    for i in range(runs):
+        y = np.polynomial.polynomial.polyval(x, coef) + rng.normal(0, 0.3, n)
+        called = true_degree + (i % 3) - 1  # the search's answer: truth, one less, one more
+        called = max(called, 1)
+        rss = {d: _poly_rss(x, y, d) for d in (called - 1, called, called + 1)}
+        table = rival_table(
+            ((called,), (f"deg{called}",), rss[called], called + 1),
+            [((called - 1,), (f"deg{called - 1}",), rss[called - 1], called, "simpler"),
+             ((called + 1,), (f"deg{called + 1}",), rss[called + 1], called + 2, "richer")],
+            n,
+        )  # fmt: skip
+        right += table.preferred == (true_degree,)
+    assert right >= 0.9 * runs
+
+
+def test_a_richer_rival_that_fits_worse_is_marked_underfitted() -> None:
+    table = rival_table(((1,), ("a",), 1.0, 2), [((2,), ("b",), 2.0, 3, "richer")], 100)
+    assert table.rows[1].note and table.rows[1].p_value == 1.0 and table.agrees
+    assert table.to_dict()["rows"][0]["f"] is None  # NaN is JSON null
+
+
+def test_a_richer_rival_needs_the_f_test_even_where_bic_prefers_it() -> None:
+    # one extra parameter, n = 300: BIC prefers the richer for F > ln(300) = 5.7, the F-test
+    # at 1 % needs F > 6.7; at F = 6.0 the rule keeps the structure
+    n, rss_rich = 300, 100.0
+    rss_best = rss_rich * (1 + 6.0 / (n - 3))
+    table = rival_table(((1,), ("a",), rss_best, 2), [((2,), ("b",), rss_rich, 3, "richer")], n)
+    assert table.rows[1].bic < table.rows[0].bic and table.rows[1].p_value > 0.01
+    assert table.agrees
+
+
+def test_filter_adjoint_is_the_transpose_of_the_padded_filter(monkeypatch) -> None:
+    # oracle: <F a, b> = <a, F^T b> for the search's prefilter (whose padding makes it far
+    # from symmetric at the ends), on a record longer than the full probe (windowed edges)
+    from models.drivetrain import evidence
+
+    rng = np.random.default_rng(5)
+    filt = lowpass(25.0, 1e-3)
+    assert filt is not None
+    n = 6000
+    a, b = rng.normal(size=(n, 2)), rng.normal(size=(n, 2))
+    monkeypatch.setattr(evidence, "FULL_ADJOINT", 100)
+    windowed = evidence.filter_adjoint(filt, b)
+    assert np.sum(filt(a) * b) == pytest.approx(np.sum(a * windowed), rel=1e-10)
+    assert not np.allclose(filt(b)[:50], windowed[:50])  # the ends do differ
