@@ -227,7 +227,8 @@ def check_search_recording(frame: pd.DataFrame, study: DriveSearch, source: str)
     from models.drivetrain.scales import check_excitation
 
     budget.check_samples(len(frame), source)
-    check_excitation(frame["torque_Nm"].to_numpy(float), source=source)
+    u, v = (frame[c].to_numpy(float) for c in ("torque_Nm", "velocity_rad_s"))
+    check_excitation(u, velocity=v, source=source)
     if study.resolved_preset() is DrivePreset.data:
         recording_scales(frame, source=source)
 

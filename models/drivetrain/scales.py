@@ -67,26 +67,38 @@ SPEED_FRACTION = 0.05
 INPUT_SPREAD_MIN = 1e-6  # relative range of the input below which it does not excite
 R2_MIN = 0.5  # a rigid-body fit below this explains nothing (pure noise reached 0.44)
 INERTIA_SHARE_MIN = 1e-6  # inertia torque J rms(a) relative to the input's rms
+MIN_PEAK = 1e-100  # a torque or velocity column peaking below this cannot be fitted
 
 
-def check_excitation(u: np.ndarray, *, source: str = "recording") -> None:
-    """``InputError`` when the input ``torque_Nm`` is constant or near-constant (its range at
-    most ``INPUT_SPREAD_MIN`` of its magnitude): such a recording does not excite the drive,
-    nothing about inertia or friction can be identified from it."""
-    u = np.asarray(u, dtype=float)
-    spread = float(np.ptp(u)) if u.size else 0.0
-    level = float(np.max(np.abs(u))) if u.size else 0.0
-    if spread > INPUT_SPREAD_MIN * level:
-        return
-    kind = f"constant ({u[0]:.6g} in every row)" if spread == 0 else (
-        f"near-constant (range {spread:.3g} around {float(np.mean(u)):.6g}, at most "
-        f"{INPUT_SPREAD_MIN:g} of its magnitude)"
-    )  # fmt: skip
-    raise InputError(
-        f"{source}: column 'torque_Nm' is {kind}: the recording does not excite the drive, so "
-        "its inertia and friction cannot be identified; record a motion driven by a varying "
-        "torque (reversing, as the reference excitation of `greylab drive simulate`)"
-    )
+def check_excitation(
+    u: np.ndarray, *, velocity: np.ndarray | None = None, source: str = "recording"
+) -> None:
+    """``InputError`` when the input ``torque_Nm`` (or the ``velocity``, if given) is constant
+    or near-constant (its range at most ``INPUT_SPREAD_MIN`` of its magnitude), or peaks below
+    ``MIN_PEAK`` (squares underflow): such a recording does not excite the drive, nothing
+    about inertia or friction can be identified from it (and a vanishing column made LAPACK
+    loop for ever)."""
+    columns = [("torque_Nm", u)] + ([("velocity_rad_s", velocity)] if velocity is not None else [])
+    for name, raw in columns:
+        values = np.asarray(raw, dtype=float)
+        spread = float(np.ptp(values)) if values.size else 0.0
+        level = float(np.max(np.abs(values))) if values.size else 0.0
+        if spread > INPUT_SPREAD_MIN * level and level >= MIN_PEAK:
+            continue
+        if spread == 0:
+            kind = f"constant ({values[0] if values.size else 0:.6g} in every row)"
+        elif level < MIN_PEAK:
+            kind = (
+                f"vanishing (it peaks at |{level:.3g}|, below {MIN_PEAK:g}: a unit or file error)"
+            )
+        else:
+            kind = (f"near-constant (range {spread:.3g} around {float(np.mean(values)):.6g}, at "
+                    f"most {INPUT_SPREAD_MIN:g} of its magnitude)")  # fmt: skip
+        raise InputError(
+            f"{source}: column {name!r} is {kind}: the recording does not excite the drive, so "
+            "its inertia and friction cannot be identified; record a motion driven by a varying "
+            "torque (reversing, as the reference excitation of `greylab drive simulate`)"
+        )
 
 
 @dataclass(frozen=True)
@@ -222,6 +234,12 @@ def _fit(t: np.ndarray, u: np.ndarray, v: np.ndarray, cutoff_hz: float) -> tuple
     X = np.column_stack([np.gradient(vf, t), vf, filt(np.sign(vf)), np.ones_like(v)])[keep]
     y = filt(u)[keep]
     col = np.linalg.norm(X, axis=0)
+    if not (np.all(col > 0) and np.isfinite(col).all() and np.isfinite(y).all()):
+        # LAPACK may loop for ever on NaN (1e-300 velocities hung `drive identify`)
+        raise InputError(
+            f"scales from the data: a column of the rigid-body fit vanishes or overflows at "
+            f"the cutoff {cutoff_hz:.3g} Hz (column norms {np.array2string(col, precision=3)})"
+        )
     theta, *_ = np.linalg.lstsq(X / col, y, rcond=None)
     theta = theta / col
     residual = y - X @ theta
@@ -242,7 +260,7 @@ def estimate_scales(
     v = np.asarray(recording["velocity_rad_s"], float)
     if t.size < 10:
         raise InputError(f"scales from the data need at least 10 samples, got {t.size}")
-    check_excitation(u, source=source)
+    check_excitation(u, velocity=v, source=source)
     dt = float((t[-1] - t[0]) / (t.size - 1))
     grid = rigid_grid(dt, float(t[-1] - t[0])) if cutoffs is None else list(cutoffs)
     fits = [(f, *_fit(t, u, v, f)) for f in grid]

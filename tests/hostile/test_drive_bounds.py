@@ -304,3 +304,28 @@ def test_identify_names_an_unusable_nominal(capsys, nominal, words) -> None:
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert words in err and "--nominal" in err
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "preset", "words"),
+    [
+        ("velocity_rad_s", 1e-300, "data", "'velocity_rad_s' is vanishing (it peaks at |1e-300|"),
+        ("velocity_rad_s", 1e-300, "reference", "'velocity_rad_s' is vanishing"),
+        ("velocity_rad_s", 0.0, "reference", "'velocity_rad_s' is constant (0 in every row)"),
+        ("torque_Nm", 3e-300, "data", "'torque_Nm' is vanishing (it peaks at |3e-300|"),
+    ],
+    ids=["velocity-1e-300-data", "velocity-1e-300-reference", "still", "torque-3e-300"],
+)
+def test_a_vanishing_column_is_refused_by_name(
+    reference, tmp_path, column, value, preset, words
+) -> None:
+    """Velocities of 1e-300 made the scale fit's columns underflow to 0 and LAPACK loop for
+    ever ('DLASCL parameter number 4 had an illegal value'); with the reference preset the
+    search ended in 'internal error: ValueError: array must not contain infs or NaNs'."""
+    frame = reference.copy()
+    frame[column] = value * np.sin(np.arange(len(frame))) if value else 0.0
+    data = _write(frame, tmp_path / "small.csv")
+    done = _cli(tmp_path, "drive", "identify", "--data", str(data), "--population", "2",
+                "--generations", "1", "--preset", preset)  # fmt: skip
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert words in done.stderr and "does not excite the drive" in done.stderr

@@ -58,7 +58,9 @@ def as_arrays(recording: Any) -> RecordingArrays:
 
     budget.check_samples(len(recording), "recording")
     frame = validate_drive_recording(recording, source="recording")
-    check_excitation(frame["torque_Nm"].to_numpy(float))
+    check_excitation(
+        frame["torque_Nm"].to_numpy(float), velocity=frame["velocity_rad_s"].to_numpy(float)
+    )
     t = frame["t_s"].to_numpy(float)
     return RecordingArrays(
         u=frame["torque_Nm"].to_numpy(float).copy(),
