@@ -1,0 +1,116 @@
+"""Identification of a named structure and the evidence on simulated drive recordings
+(models.drivetrain.structure_fit): recovery of known truth, interval coverage and residual
+test rates by simulation, the rival table choosing the truth of nested structures."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from methods.errors import InputError
+from models.drivetrain import reference_recording
+from models.drivetrain.gp import GPSettings, IndividualSpec, as_arrays, identify
+from models.drivetrain.structure_fit import (
+    StructureFit,
+    fit_settings,
+    rival_specs,
+    structure_evidence,
+)
+
+TRUTH = {"J1": 0.012, "M_C": 0.18, "f_v": 0.011}  # off the nominals (0.01, 0.2, 0.01)
+RANGE = 42.15  # velocity range of the noise-free {1,5,6} record at TRUTH [rad/s]
+
+
+def _noisy(structure: str, seed: int, truth: dict | None = None, percent: float = 1.0):
+    return reference_recording(structure, overrides=truth or TRUTH,
+                               noise=0.01 * percent * RANGE, seed=seed)  # fmt: skip
+
+
+def test_noise_free_fit_is_exact_and_the_residual_tests_stand_aside() -> None:
+    fit = StructureFit("one_mass,coulomb,viscous", rivals=False).fit(
+        reference_recording("1,5,6", overrides=TRUTH)
+    )
+    assert fit.best_codes_ == [1, 5, 6]
+    for name, value in TRUTH.items():  # an exact fit: the truth to 1e-6
+        assert fit.best_parameters_[name] == pytest.approx(value, rel=1e-6)
+    ev = fit.evidence_
+    assert ev.residuals.exact_fit and ev.residuals.passed is None
+    assert ev.identifiable and ev.rivals is None
+    assert fit.to_dict()["evidence"]["residuals"]["passed"] is None
+
+
+@pytest.mark.slow
+def test_intervals_cover_the_truth_and_white_residuals_pass_by_simulation() -> None:
+    # 100 recordings with 1 % white velocity noise, identified as the search refines a
+    # structure (its default settings without the screening stage, 25 Hz prefilter); per parameter the 95 % intervals must cover the
+    # truth at the binomial rate (a correct procedure fails this once in 1e4), and the
+    # residual tests (99 %, two tests) pass in >= 98 % at the same binomial slack
+    runs = 100
+    settings = fit_settings(GPSettings(), n_starts=2)
+    hits = dict.fromkeys(TRUTH, 0)
+    passed = 0
+    start = tuple(sorted(TRUTH.items()))
+    for seed in range(runs):
+        data = as_arrays(_noisy("1,5,6", seed))
+        ev = identify(IndividualSpec(("one_mass", "coulomb", "viscous"), start), data, settings)
+        evidence = structure_evidence(ev.structure, ev.parameters, data, settings)
+        for p in evidence.parameters:
+            hits[p.name] += p.lower <= TRUTH[p.name] <= p.upper
+        passed += bool(evidence.residuals.passed)
+    low = int(stats.binom.ppf(1e-4, runs, 0.95))
+    assert all(h >= low for h in hits.values()), (hits, low)
+    assert passed >= int(stats.binom.ppf(1e-4, runs, 0.98)), passed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_rival_table_prefers_the_true_structure_of_a_nested_pair(seed: int) -> None:
+    # data from {1,5,6}: fitting {1,6} names {1,5,6} (a richer neighbour the F-test supports);
+    # data from {1,6}: fitting {1,5,6} (Coulomb cannot vanish inside its box) names {1,6}
+    rich = StructureFit("1,6").fit(_noisy("1,5,6", seed))
+    assert rich.evidence_.rivals is not None
+    assert rich.evidence_.rivals.preferred == (1, 5, 6) and not rich.evidence_.rivals.agrees
+    assert rich.evidence_.residuals.passed is False  # the missing friction colours them
+    truth = {"J1": 0.012, "f_v": 0.011}
+    simple = StructureFit("1,5,6").fit(_noisy("1,6", seed, truth))
+    assert simple.evidence_.rivals is not None
+    assert simple.evidence_.rivals.preferred == (1, 6)
+
+
+def test_rivals_are_the_one_step_neighbours_with_a_switched_off_start() -> None:
+    specs = rival_specs(("one_mass", "viscous"), {"J1": 0.012, "f_v": 0.011}, GPSettings())
+    relations = {(sp.structure, rel) for sp, rel in specs}
+    assert (("one_mass",), "simpler") in relations
+    assert (("one_mass", "coulomb", "viscous"), "richer") in relations
+    assert (("two_mass", "viscous"), "richer") in relations
+    off = [dict(sp.start) for sp, rel in specs if sp.structure == ("two_mass", "viscous")]
+    assert len(off) == 2  # inherited + switched off (stiffest spring, smallest J2)
+    stiff = max(off, key=lambda s: s["c1"])
+    assert stiff["c1"] == GPSettings().specs("two_mass")[2].upper
+
+
+@pytest.mark.parametrize(
+    ("structure", "words"),
+    [("1,2", "exactly one multi-mass"), ("one_mass,frictionn", "frictionn"),
+     ("12", "unknown submodel code '12'"), ("5,6", "exactly one multi-mass")],
+)  # fmt: skip
+def test_a_bad_structure_is_an_input_error_naming_the_element(structure: str, words: str) -> None:
+    with pytest.raises(InputError, match=words):
+        StructureFit(structure)
+
+
+def test_a_structure_outside_the_function_set_is_refused() -> None:
+    settings = GPSettings(allowed=("one_mass", "viscous"))
+    with pytest.raises(InputError, match="'coulomb' is not in the allowed"):
+        StructureFit("1,5", settings=settings)
+
+
+def test_fit_attributes_mirror_the_search() -> None:
+    fit = StructureFit("1,6", rivals=False).fit(_noisy("1,5,6", 3))
+    for name in ("best_structure_", "best_codes_", "best_parameters_", "best_fitness_",
+                 "best_rss_", "history_", "population_history_", "polish_", "state_space_",
+                 "best_output_", "model_", "n_evaluations_", "resumed_from_"):  # fmt: skip
+        assert hasattr(fit, name), name
+    assert len(fit.population_history_) == 1 and fit.history_.empty
+    assert np.all(np.isfinite(fit.best_output_))
