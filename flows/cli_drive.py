@@ -30,7 +30,7 @@ from flows.cli_validate import (
     metrics_table,
     run_validation,
 )
-from flows.drive_settings import DriveSearch, check_search_recording
+from flows.drive_settings import DriveFit, DriveSearch, check_search_recording
 from methods.errors import InputError
 from models.budget import check_samples
 from tasks.study_results import DriveResult
@@ -88,7 +88,28 @@ def identify(
     ] = "thread",
     as_json: JsonOpt = False,
 ) -> None:
-    """Search the structure (submodels) and parameters that explain a recording."""
+    """Search the structure (submodels) and parameters that explain a recording, with the
+    evidence for the answer (intervals, residual tests, rival structures)."""
+    _run(study, runner, as_json)
+
+
+@app.command()
+@with_settings(DriveFit)
+def fit(
+    study: DriveFit,
+    runner: Annotated[
+        str, typer.Option(help="thread (worker threads in this process) or dask.")
+    ] = "thread",
+    as_json: JsonOpt = False,
+) -> None:
+    """Identify the parameters of a structure you name (--structure 2,5,6,7, {2,5,6,7} or
+    submodel names) on a recording, with the same evidence as a search (intervals, residual
+    tests, its one-step rivals), registered like a search result (greylab compare)."""
+    _run(study.study(), runner, as_json)
+
+
+def _run(study: DriveSearch, runner: str, as_json: bool) -> None:
+    """Check the recordings before any server starts, run the drive flow, render its result."""
     from flows.drive_flow import run_drive_search
 
     for given in (study.data, study.validation_data):  # fail fast, before any server starts
@@ -146,10 +167,11 @@ def validate(
 
 
 def print_drive_result(result: DriveResult) -> None:
+    what = "Fitted structure" if result.fit else "Best structure"
+    runs = "a fit, no search" if result.fit else f"{result.generations} generations"
     stdout.print(
-        f"Best structure {result.best_codes} = {', '.join(result.best_structure)} "
-        f"(fitness {result.fitness:.4g}, RSS {result.rss:.4g}, "
-        f"{result.generations} generations)"
+        f"{what} {result.best_codes} = {', '.join(result.best_structure)} "
+        f"(fitness {result.fitness:.4g}, RSS {result.rss:.4g}, {runs})"
     )
     if result.paper:
         s, ident = result.settings, result.settings.get("identification", {})
@@ -168,10 +190,50 @@ def print_drive_result(result: DriveResult) -> None:
     if result.polish_moves:
         moves = " -> ".join(f"{{{codes}}}" for codes in result.polish_moves)
         stdout.print(f"the local search after the last generation moved the best to {moves}")
-    rows = [[k, v] for k, v in result.parameters.items()]
-    stdout.print(table("Identified parameters", ["parameter", "value"], rows))
+    _print_parameters(result)
     if result.validation:
         stdout.print(metrics_table("Open-loop validation", result.validation))
     if result.model_uri:
         stderr.print(f"registered model {result.model_uri}")
     stderr.print(f"MLflow run {result.run_id}; look: {result.tracking}")
+
+
+def _print_parameters(result: DriveResult) -> None:
+    """The parameters (with standard errors and intervals when the evidence has them), the
+    residual tests and the rival table."""
+    ev = result.evidence
+    if not ev:
+        rows = [[k, v] for k, v in result.parameters.items()]
+        stdout.print(table("Identified parameters", ["parameter", "value"], rows))
+        return
+    level = f"{100 * ev['level']:g} %"
+    rows = [[k, v, _num(p["stderr"]), _num(p["lower"]), _num(p["upper"]), p["note"] or ""]
+            for k, v in result.parameters.items() for p in [ev["parameters"].get(k, {})]
+            if p]  # fmt: skip
+    stdout.print(table("Identified parameters", ["parameter", "value", "std. error",
+                                                 f"{level} lower", f"{level} upper", "note"],
+                       rows))  # fmt: skip
+    res = ev["residuals"]
+    auto, cross = res["autocorrelation"], res["cross_correlation"]
+    verdict = ("exact fit, not tested" if res["passed"] is None
+               else "pass" if res["passed"] else "FAIL")  # fmt: skip
+    stdout.print(
+        f"residual tests ({100 * res['confidence']:g} %, N {res['n']}, lags <= "
+        f"{auto['lags'][-1]}): {verdict}; autocorrelation worst {auto['worst']:.3g} at lag "
+        f"{auto['worst_lag']}, cross-correlation with the input worst {cross['worst']:.3g} at "
+        f"lag {cross['worst_lag']} (band +-{auto['family_band']:.3g})"
+    )
+    rivals = ev.get("rivals")
+    if rivals:
+        rows = [[",".join(map(str, r["codes"])), r["relation"], _num(r["rss"]), r["n_params"],
+                 _num(r["bic"]), _num(r["p_value"]), r["note"][:40]] for r in rivals["rows"]]  # fmt: skip
+        preferred = ",".join(map(str, rivals["preferred"]))
+        stdout.print(table(f"Rivals on the {rivals['part']} (preferred {{{preferred}}})",
+                           ["codes", "relation", "RSS", "d", "BIC", "F-test p", "note"], rows))  # fmt: skip
+        stdout.print(f"rule: {rivals['rule']}")
+    for note in ev.get("notes", []):
+        stdout.print(f"note: {note}")
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"

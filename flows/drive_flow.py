@@ -1,5 +1,7 @@
 """Flow `drive-structure-search`: load or simulate a recording -> degenerate GP structure
-search (individuals evaluated in parallel batches as tasks) -> tracked result."""
+search (individuals evaluated in parallel batches as tasks), or with `structure` the
+identification of that structure only (`greylab drive fit`) -> the evidence for the answer
+(intervals, residual tests, rival table: `models.drivetrain.structure_fit`) -> tracked result."""
 
 from __future__ import annotations
 
@@ -15,9 +17,11 @@ from flows.artifacts import finish, flow_run_tags
 from flows.drive_settings import DrivePreset, DriveSearch, recording_scales
 from flows.progress import Progress
 from flows.runners import RunnerKind, run_flow
+from models.drivetrain.evidence import Evidence
 from models.drivetrain.gp import RecordingFile, StructureSearch
 from models.drivetrain.product import DriveModel
 from models.drivetrain.scales import Scales
+from models.drivetrain.structure_fit import StructureFit, search_evidence
 from tasks import drive as drive_tasks
 from tasks.cache import code_fingerprint
 from tasks.drive_records import DriveRecorder
@@ -32,8 +36,10 @@ DEFAULT_STUDY = DriveSearch()
 def drive_structure_search(study: DriveSearch = DEFAULT_STUDY) -> DriveResult:
     recorder = DriveRecorder(study.experiment)
     settings = study.model_dump(mode="json")
-    # preset and batch size are decided by the run (empty/0 = automatic): logged as used
-    with recorder.session(settings, tags=flow_run_tags(), defer={"preset", "batch_size"}) as run_id:
+    # preset and batch size are decided by the run (empty/0 = automatic): logged as used;
+    # a fit (`structure`) runs no generations: population and generations logged as 0
+    defer = {"preset", "batch_size"} | ({"population", "generations"} if study.structure else set())
+    with recorder.session(settings, tags=flow_run_tags(), defer=defer) as run_id:
         result = _run(study, recorder)
     outcome = DriveResult(**result, run_id=run_id, tracking=recorder.tracker.ui_hint(),
                           experiment_id=recorder.experiment_id())  # fmt: skip
@@ -61,13 +67,6 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
     loaded = drive_tasks.load_recording(study.data, reference, study.emps_decimate)
     recorder.lineage(loaded["path"], loaded["source"], digest=loaded["hash"])
 
-    checkpoint = checkpoint_dir(loaded["hash"], study)
-    progress = Progress("generations", study.generations, key="drive-generations")
-
-    def on_generation(g: int, n: int, best: Any) -> None:
-        recorder.generation(g, best)
-        progress.advance()
-
     recording = pd.read_parquet(loaded["path"])
     preset = study.resolved_preset()
     scales = _scales(recording, recorder) if preset is DrivePreset.data else None
@@ -75,21 +74,12 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
         preset, scales=scales, position="position_rad" in recording
     )
     batch_size = study.batch_size or max(1, -(-study.population // study.workers))
-    recorder.run.params({"preset": preset.value, "batch_size": batch_size})
-    search = StructureSearch(
-        settings=settings,
-        population=settings.population,
-        generations=settings.generations,
-        seed=study.seed,
-        test_fraction=settings.test_fraction,
-        submit_batch=drive_tasks.prefect_submit_batch,
-        batch_size=batch_size,
-        checkpoint_dir=checkpoint if study.resume else None,
-        progress=on_generation,
-    )
-    recorder.search_settings(search.settings)  # gp.*: every setting the search runs with
-    search.fit(RecordingFile(loaded["path"], loaded["hash"]))
+    recorder.run.params({"preset": preset.value, "batch_size": batch_size}
+                        | ({"population": 0, "generations": 0} if study.structure else {}))  # fmt: skip
+    search, evidence = _identify(study, settings, loaded, recorder, batch_size)
+    print(evidence.summary())
     recorder.result(search, recording)
+    recorder.evidence(evidence, recording)
     campaign = study.campaign or loaded["hash"][:12]
     units = "prismatic" if loaded["source"].startswith("emps:") else "rotary"
     model_uri = (
@@ -109,7 +99,7 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
         "parameters": search.best_parameters_,
         "rss": search.best_rss_,
         "fitness": search.best_fitness_,
-        "generations": study.generations,
+        "generations": 0 if study.structure else study.generations,
         "resumed_from": search.resumed_from_,
         "preset": preset.value,
         "scales": scales.to_dict() if scales else None,
@@ -117,7 +107,44 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
         "settings": search.settings.to_dict(),
         "history": tuple(search.history_.to_dict("records")),
         "polish_moves": search.polish_.loc[search.polish_["chosen"], "codes"].tolist(),
+        "evidence": evidence.to_dict(),
+        "fit": bool(study.structure),
     }
+
+
+def _identify(
+    study: DriveSearch, settings: Any, loaded: dict[str, Any], recorder: DriveRecorder,
+    batch_size: int,
+) -> tuple[Any, Evidence]:  # fmt: skip
+    """The search (or with `study.structure` the fit of that structure) on the stored
+    recording, its progress logged, and the evidence for its answer."""
+    stored = RecordingFile(loaded["path"], loaded["hash"])
+    if study.structure:  # greylab drive fit: the named structure only
+        fit = StructureFit(study.structure, settings=settings, seed=study.seed,
+                           map_batches=drive_tasks.prefect_map_batches, progress=print)  # fmt: skip
+        recorder.search_settings(fit.settings)
+        evidence = fit.fit(stored).evidence_
+        recorder.generation(0, fit.best_evaluation_)
+        return fit, evidence
+    progress = Progress("generations", study.generations, key="drive-generations")
+
+    def on_generation(g: int, n: int, best: Any) -> None:
+        recorder.generation(g, best)
+        progress.advance()
+
+    checkpoint = checkpoint_dir(loaded["hash"], study)
+    search = StructureSearch(
+        settings=settings, population=settings.population, generations=settings.generations,
+        seed=study.seed, test_fraction=settings.test_fraction,
+        submit_batch=drive_tasks.prefect_submit_batch, batch_size=batch_size,
+        checkpoint_dir=checkpoint if study.resume else None, progress=on_generation,
+    )  # fmt: skip
+    recorder.search_settings(search.settings)  # gp.*: every setting the search runs with
+    search.fit(stored)
+    print("the evidence: identifying the best structure's one-step neighbours")
+    evidence = search_evidence(search, stored, drive_tasks.prefect_map_batches,
+                               n_batches=study.workers)  # fmt: skip
+    return search, evidence
 
 
 def _scales(recording: pd.DataFrame, recorder: DriveRecorder) -> Scales:

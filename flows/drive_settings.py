@@ -83,6 +83,13 @@ class DriveSearch(BaseModel):
         "error); population and generations left at 10 become 6 and 20, other values and a "
         "test fraction are refused",
     )
+    structure: list[str] = Field(
+        [],
+        description="Identify this structure only, with the evidence, instead of searching "
+        "(greylab drive fit): submodels as paper codes or names, e.g. 2,5,6,7 or "
+        "two_mass,coulomb,viscous,stribeck; empty = search (population and generations are "
+        "not used for a fit)",
+    )
     population: int = Field(10, ge=2, description="Individuals per generation")
     generations: int = Field(10, ge=1, description="Generations")
     seed: int = Field(0, ge=0, description="Seed of the search")
@@ -147,6 +154,13 @@ class DriveSearch(BaseModel):
     def _experiment(cls, value: str) -> str:
         return validate_experiment_name(value)
 
+    @field_validator("structure")
+    @classmethod
+    def _structure(cls, value: list[str]) -> list[str]:
+        """Each element a known submodel (named when not), the whole a valid structure; kept
+        as canonical names."""
+        return fit_structure(value) if value else []
+
     @model_validator(mode="after")
     def _paper(self) -> DriveSearch:
         """`paper`: population and generations at greylab's defaults become the paper's 6 x 20
@@ -165,6 +179,11 @@ class DriveSearch(BaseModel):
                     f"paper (--paper) is the paper's search with {name} {value}: got {given} "
                     f"(leave {name} at its default {default}, or drop --paper)"
                 )
+        if self.structure:
+            raise ValueError(
+                "paper (--paper) is the paper's search: a named structure is fitted without "
+                "one (drop --paper or the structure)"
+            )
         if self.test_fraction:
             raise ValueError(
                 f"paper (--paper) fits and scores on the whole record: got test fraction "
@@ -217,6 +236,54 @@ class DriveSearch(BaseModel):
         return replace(base, population=self.population, generations=self.generations,
                        test_fraction=self.test_fraction, nominals=nominals,
                        bounds=bounds)  # fmt: skip
+
+
+def fit_structure(value: list[str]) -> list[str]:
+    """A structure to fit as canonical submodel names; a ValueError names the element that is
+    not a submodel (its position and text) or the construction rule broken."""
+    from models.drivetrain.submodels import Submodel, parse_structure
+
+    # "{2,5,6,7}" (the paper's way), "2,5,6,7" in one form field, or one element each
+    value = [p.strip() for v in value for p in str(v).strip().strip("{}").split(",")]
+    value = [p.strip("{} ") for p in value if p.strip("{} ")]
+    if len(value) > 20:
+        raise ValueError(f"{len(value)} elements: a structure has at most 11 submodels")
+    for i, element in enumerate(value, 1):
+        try:
+            Submodel.parse(element)
+        except InputError:  # its message quotes the whole element: name it short instead
+            names = ", ".join(k.value for k in Submodel)
+            raise ValueError(
+                f"element {i} {element[:40]!r}{'...' if len(element) > 40 else ''}: not a "
+                f"submodel (a paper code 1..11 or a name: {names})"
+            ) from None
+    try:
+        return [k.value for k in parse_structure(value)]
+    except InputError as exc:
+        raise ValueError(str(exc)) from None
+
+
+class DriveFit(DriveSearch):
+    """Settings of `greylab drive fit`: the drive study with a structure named (required) and
+    the search's own settings hidden (a fit runs no generations)."""
+
+    structure: list[str] = Field([], description=DriveSearch.model_fields["structure"].description)
+    population: Annotated[int, Cli(hidden=True)] = Field(10, ge=2)
+    generations: Annotated[int, Cli(hidden=True)] = Field(10, ge=1)
+    batch_size: Annotated[int, Cli(hidden=True)] = Field(0, ge=0)
+    paper: Annotated[bool, Cli(hidden=True)] = False
+    resume: Annotated[bool, Cli(hidden=True)] = True
+
+    @field_validator("structure")
+    @classmethod
+    def _named(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("name the structure to fit, e.g. 2,5,6,7 or two_mass,coulomb")
+        return value
+
+    def study(self) -> DriveSearch:
+        """The drive study's settings the flow runs (the form's parameter)."""
+        return DriveSearch(**self.model_dump())
 
 
 def check_search_recording(frame: pd.DataFrame, study: DriveSearch, source: str) -> None:

@@ -76,3 +76,10 @@ def prefect_submit_batch(evaluate: Callable[[list], list], batch: list) -> Any:
     """`submit_batch` for `StructureSearch`: one task per batch, its Prefect future (the
     search waits for it when it needs the batch's evaluations)."""
     return evaluate_individuals.submit(evaluate, batch)
+
+
+def prefect_map_batches(evaluate: Callable[[list], list], batches: list) -> list:
+    """`map_batches` for the evidence's rival identifications
+    (`models.drivetrain.structure_fit`): one task per batch, all submitted, then gathered."""
+    futures = [evaluate_individuals.submit(evaluate, batch) for batch in batches]
+    return [future.result() for future in futures]

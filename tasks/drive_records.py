@@ -10,13 +10,16 @@ the best individual found so far. At the end:
 `param.<name>` for the identified parameters, `n_evaluations`, `best_structure` as tag and param,
 artifacts `history.csv` (best structure per generation, codes and names), `population.csv`
 (every individual of every generation), `state_space.json`, `result.json`, and figures of
-measured vs simulated output and of the fitness over generations.
+measured vs simulated output and of the fitness over generations (none for a fit of a named
+structure, `greylab drive fit`). The evidence for the answer (`evidence`): standard errors,
+residual tests, the rival table and the residual-correlation figure.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from tasks.recorder import Recorder
@@ -110,4 +113,38 @@ class DriveRecorder(Recorder):
         title = f"best {search.best_codes_} = {', '.join(search.best_structure_)}"
         figure = plots.plot_fit(time_s, measured, search.best_output_, title=title)
         self.run.figure(figure, "figures/fit.png")
-        self.run.figure(plots.plot_history(search.history_), "figures/convergence.png")
+        if len(search.history_):  # a fit of a named structure has no generations
+            self.run.figure(plots.plot_history(search.history_), "figures/convergence.png")
+
+    def evidence(self, evidence: Any, recording: pd.DataFrame) -> None:
+        """The evidence for the answer (`models.drivetrain.evidence`): metrics
+        `stderr.<name>`, `evidence.sigma`, `evidence.condition`, `evidence.residuals_passed`
+        (1/0, absent for an exact fit), `evidence.rivals_agree`; params
+        `evidence.preferred` (codes the rival rule prefers) and `evidence.identifiable`;
+        artifacts `evidence.json`, `rivals.csv` and `figures/residuals.png`."""
+        from models.drivetrain import plots
+
+        run = self.run
+        metrics = {f"stderr.{p.name}": p.stderr for p in evidence.parameters
+                   if np.isfinite(p.stderr)}  # fmt: skip
+        metrics |= {"evidence.sigma": float(evidence.sigma)}
+        if np.isfinite(evidence.condition):
+            metrics["evidence.condition"] = float(evidence.condition)
+        if evidence.residuals.passed is not None:
+            metrics["evidence.residuals_passed"] = float(evidence.residuals.passed)
+        params = {"evidence.identifiable": str(evidence.identifiable)}
+        if evidence.rivals is not None:
+            metrics["evidence.rivals_agree"] = float(evidence.rivals.agrees)
+            params["evidence.preferred"] = ",".join(map(str, evidence.rivals.preferred))
+            rows = [r.to_dict() | {"codes": ",".join(map(str, r.codes)),
+                                   "structure": ",".join(r.structure)}
+                    for r in evidence.rivals.rows]  # fmt: skip
+            run.table(pd.DataFrame(rows), "rivals.csv")
+        run.metrics(metrics)
+        run.params(params)
+        run.json(evidence.to_dict(), "evidence.json")
+        codes = ",".join(map(str, evidence.codes))
+        figure = plots.plot_residual_correlations(
+            evidence.residuals, title=f"residual analysis of {{{codes}}}"
+        )
+        run.figure(figure, "figures/residuals.png")

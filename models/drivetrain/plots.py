@@ -78,3 +78,32 @@ def plot_validation(
     axes[0, 0].set_title(title)
     fig.tight_layout()
     return fig
+
+
+def plot_residual_correlations(residuals, *, title: str = "residual analysis"):
+    """MATLAB ``resid``'s figure from a ``models.drivetrain.evidence.ResidualAnalysis``:
+    autocorrelation of the residual (lags 1..M) and its cross-correlation with the input
+    (lags 0..M) as stems, the per-lag band +-z/sqrt(N) dashed and the test's family band
+    (Bonferroni over the lags) solid; the verdict of each test in its title. Returns the
+    Figure."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    tests = [("autocorrelation of the residual", residuals.autocorrelation),
+             ("cross-correlation of the input and the residual", residuals.cross_correlation)]  # fmt: skip
+    fig, axes = plt.subplots(2, 1, figsize=(7, 5), sharex=True)
+    conf = f"{100 * residuals.confidence:g} %"
+    for ax, (name, test) in zip(axes, tests):
+        ax.stem(test.lags, test.values, basefmt=" ")
+        for sign in (1.0, -1.0):
+            ax.axhline(sign * test.band, ls="--", lw=0.8, color="grey")
+            ax.axhline(sign * test.family_band, ls="-", lw=0.8, color="red")
+        verdict = ("exact fit: not tested" if residuals.exact_fit
+                   else "pass" if test.passed else "FAIL")  # fmt: skip
+        ax.set_title(f"{name}: {verdict} ({conf}, N = {residuals.n})", fontsize=9)
+    axes[-1].set_xlabel("lag [samples]")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig

@@ -43,7 +43,7 @@ from models.drivetrain.gp.evaluate import (
     split_index,
 )
 from models.drivetrain.gp.operators import extensions, from_structure, simplifications
-from models.drivetrain.gp.recording import as_arrays
+from models.drivetrain.gp.recording import RecordingFile, as_arrays, evaluate_stored
 from models.drivetrain.gp.settings import GPSettings
 from models.drivetrain.kit import assemble
 from models.drivetrain.product import DriveModel
@@ -115,16 +115,22 @@ def _off(
 def identify_rivals(
     specs: list[tuple[IndividualSpec, str]], data: RecordingArrays, settings: GPSettings,
     seed: int, map_batches: MapBatches | None = None, n_batches: int = 2,
+    stored: RecordingFile | None = None,
 ) -> list[tuple[Evaluation, str]]:  # fmt: skip
     """Identify the rivals, each spec with at least ``RIVAL_STARTS`` full-budget starts, the
     first from its start values (``map_batches(fn, batches)``: any map, e.g. the flow's
-    tasks); the fittest evaluation of each structure, in the order of ``specs``."""
+    tasks; with ``stored`` the batches carry the file's path and hash, not the arrays); the
+    fittest evaluation of each structure, in the order of ``specs``."""
     if not specs:
         return []
     import functools
 
     s = fit_settings(settings, RIVAL_STARTS)
-    fn = functools.partial(evaluate_batch, data=data, settings=s, seed=seed)
+    fn: Callable[[list[IndividualSpec]], list[Evaluation]]
+    if stored is not None:
+        fn = functools.partial(evaluate_stored, recording=stored, settings=s, seed=seed)
+    else:
+        fn = functools.partial(evaluate_batch, data=data, settings=s, seed=seed)
     k = max(1, min(n_batches, len(specs)))
     batches = [[sp for sp, _ in specs[i::k]] for i in range(k)]
     results = (map_batches or serial_map)(fn, batches)
@@ -200,7 +206,9 @@ def search_evidence(
         if row.get("refined"):
             known.setdefault(tuple(str(row["names"]).split(",")), dict(row["parameters"]))
     specs = rival_specs(search.best_structure_, search.best_parameters_, search.settings, known)
-    rivals = identify_rivals(specs, data, search.settings, search.seed, map_batches, n_batches)
+    stored = recording if isinstance(recording, RecordingFile) else None
+    rivals = identify_rivals(specs, data, search.settings, search.seed, map_batches, n_batches,
+                             stored)  # fmt: skip
     return structure_evidence(search.best_structure_, search.best_parameters_, data,
                               search.settings, rivals)  # fmt: skip
 
@@ -249,7 +257,9 @@ class StructureFit:
             if self.progress:
                 self.progress("identifying the one-step neighbours")
             specs = rival_specs(best.structure, best.parameters, self.settings)
-            rivals = identify_rivals(specs, data, self.settings, self.seed, self.map_batches)
+            stored = recording if isinstance(recording, RecordingFile) else None
+            rivals = identify_rivals(specs, data, self.settings, self.seed, self.map_batches,
+                                     stored=stored)  # fmt: skip
             n_eval += len(rivals)
         self.evidence_ = structure_evidence(best.structure, best.parameters, data,
                                             self.settings, rivals)  # fmt: skip

@@ -45,7 +45,8 @@ def test_json_of_the_results_keeps_its_keys() -> None:
                                     "fitness", "generations", "run_id", "data_hash", "source",
                                     "resumed_from", "preset", "model_uri", "validation",
                                     "validation_run_id", "experiment_id", "paper",
-                                    "settings", "scales", "polish_moves"}  # fmt: skip
+                                    "settings", "scales", "polish_moves", "evidence",
+                                    "fit"}  # fmt: skip
 
 
 def test_press_flow_run_publishes_its_verdict_table(private_prefect: None) -> None:

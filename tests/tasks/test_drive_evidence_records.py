@@ -1,0 +1,61 @@
+"""What the drive recorder logs of the evidence (issue 26, part V) and of a fit of a named
+structure (`greylab drive fit`), with the in-memory tracker."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from models.drivetrain import reference_recording
+from models.drivetrain.structure_fit import StructureFit
+from tasks.drive_records import DriveRecorder
+from tasks.memory_tracker import InMemoryTracker
+from tasks.study_results import DriveResult
+
+
+@pytest.fixture(scope="module")
+def fitted() -> dict[str, Any]:
+    recording = reference_recording("1,5,6", duration=0.6, noise=0.3, seed=4)
+    return {"fit": StructureFit("1,6").fit(recording), "recording": recording}
+
+
+def test_the_evidence_is_logged_with_its_figure(fitted: dict[str, Any]) -> None:
+    fit, recording = fitted["fit"], fitted["recording"]
+    tracker = InMemoryTracker()
+    recorder = DriveRecorder("evidence", tracker)
+    with recorder.session({"structure": ["one_mass", "viscous"]}) as run_id:
+        recorder.generation(0, fit.best_evaluation_)
+        recorder.result(fit, recording)
+        recorder.evidence(fit.evidence_, recording)
+    run = tracker.runs[run_id]
+    assert "figures/convergence.png" not in run.artifacts  # a fit has no generations
+    assert run.artifacts["figures/residuals.png"][:4] == b"\x89PNG"
+    assert run.artifacts["evidence.json"]["parameters"]["J1"]["stderr"] > 0
+    rivals = run.artifacts["rivals.csv"]
+    assert set(rivals["codes"]) >= {"1,6", "1,5,6", "1"} and rivals["relation"].iloc[0] == "best"
+    # data from {1,5,6}: the fit of {1,6} is not the preferred one, its residuals fail
+    assert run.params["evidence.preferred"] == "1,5,6"
+    last = {k: v[-1][1] for k, v in run.metrics.items()}  # metric -> [(step, value)]
+    assert last["evidence.rivals_agree"] == 0.0 and last["evidence.residuals_passed"] == 0.0
+    assert last["stderr.J1"] == pytest.approx(fit.evidence_.parameters[0].stderr)
+    assert last["best_rss"] == pytest.approx(fit.best_rss_)  # what `compare` reads
+
+
+def test_the_result_shows_the_evidence(fitted: dict[str, Any]) -> None:
+    fit = fitted["fit"]
+    result = DriveResult(
+        best_structure=fit.best_structure_, best_codes=fit.best_codes_,
+        parameters=fit.best_parameters_, rss=fit.best_rss_, fitness=fit.best_fitness_,
+        generations=0, run_id="r1", data_hash="h" * 64, source="test", resumed_from=None,
+        preset="data", tracking="", evidence=fit.evidence_.to_dict(), fit=True,
+    )  # fmt: skip
+    out = result.to_dict()
+    assert out["fit"] is True and out["evidence"]["rivals"]["preferred"] == [1, 5, 6]
+    assert result.headline().startswith("fit {1,6}")
+    text = result.markdown()
+    assert "# Drive structure fit" in text and "## Evidence" in text
+    assert "Residual tests (99 %" in text and "FAIL" in text and "preferred {1,5,6}" in text
+    stderr = out["evidence"]["parameters"]["J1"]["stderr"]
+    assert math.isfinite(stderr) and f"{stderr:.4g}" in text
