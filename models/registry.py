@@ -26,7 +26,7 @@ import re
 from importlib import metadata
 from typing import Any
 
-from methods.errors import InputError
+from methods.errors import InputError, first_line
 from methods.protocol import ResponseModel
 from methods.timeouts import PluginTimeout, call_with_time_limit
 from models.press import M1, M2, M3
@@ -38,21 +38,15 @@ _REFERENCE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
 _SESSION_ALLOWED: set[str] = set()  # references the trusted CLI user named in this process
 
 
-def _short(value: object, limit: int = 120) -> str:
+def short_repr(value: object, limit: int = 120) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 5] + "...'"
-
-
-def _first_line(exc: BaseException) -> str:
-    """`SyntaxError: invalid syntax (mod.py, line 3)`: the error's type and first line."""
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0][:300] if lines else ''}".rstrip(": ")
 
 
 def _timed(fn: Any, *args: Any, what: str) -> Any:
     """One call into a plugin, bounded by `GREYLAB_PLUGIN_TIMEOUT_S` (`methods.timeouts`):
     `PluginTimeout` (exit 2) naming the call when it runs longer."""
-    return call_with_time_limit(fn, *args, what=f"model plugin: {_short(what, 300)}")
+    return call_with_time_limit(fn, *args, what=f"model plugin: {short_repr(what, 300)}")
 
 
 def is_reference(value: str) -> bool:
@@ -60,27 +54,43 @@ def is_reference(value: str) -> bool:
     return len(value) <= 200 and bool(_REFERENCE.match(value))
 
 
+def entry_points_of(group: str) -> dict[str, str]:
+    """``{entry-point name: "module:attr"}`` of an entry-point group."""
+    return {ep.name: ep.value for ep in metadata.entry_points(group=group)}
+
+
+def allowed_references(eps: dict[str, str], env_var: str, session: set[str]) -> set[str]:
+    """What a worker allows: entry points by name and value, the comma-separated references
+    of ``env_var`` and those the trusted CLI user named in this process (``session``)."""
+    env = {v.strip() for v in os.environ.get(env_var, "").split(",") if v.strip()}
+    return set(eps) | set(eps.values()) | env | session
+
+
+def add_allowed(new: list[str], env_var: str, session: set[str]) -> None:
+    """Allow references for this process (``session``) and the processes it starts
+    (``env_var``, inherited by Dask workers and flow runs)."""
+    if not new:
+        return
+    session.update(new)
+    current = [v for v in os.environ.get(env_var, "").split(",") if v.strip()]
+    os.environ[env_var] = ",".join(dict.fromkeys([*current, *new]))
+
+
 def entry_point_models() -> dict[str, str]:
     """``{entry-point name: "module:attr"}`` of the group ``greylab.models``."""
-    return {ep.name: ep.value for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+    return entry_points_of(ENTRY_POINT_GROUP)
 
 
 def allowed_models() -> set[str]:
     """Every plugin name or reference a flow run may use here (besides the built-ins)."""
-    eps = entry_point_models()
-    env = {v.strip() for v in os.environ.get(ALLOWED_ENV, "").split(",") if v.strip()}
-    return set(eps) | set(eps.values()) | env | _SESSION_ALLOWED
+    return allowed_references(entry_point_models(), ALLOWED_ENV, _SESSION_ALLOWED)
 
 
 def allow_models(references: list[str]) -> None:
     """Allow plugin references for this process and the processes it starts (the CLI calls
     this with the references its trusted user typed; Dask workers inherit the variable)."""
     new = [r for r in references if r not in BUILTIN and is_reference(r)]
-    if not new:
-        return
-    _SESSION_ALLOWED.update(new)
-    current = [v for v in os.environ.get(ALLOWED_ENV, "").split(",") if v.strip()]
-    os.environ[ALLOWED_ENV] = ",".join(dict.fromkeys([*current, *new]))
+    add_allowed(new, ALLOWED_ENV, _SESSION_ALLOWED)
 
 
 def check_model_reference(name: str) -> str:
@@ -89,7 +99,7 @@ def check_model_reference(name: str) -> str:
     Returns the name; raises `InputError` unless it is built-in or allowed on this worker.
     """
     if not isinstance(name, str):
-        raise InputError(f"model {_short(name)}: expected a model name (string)")
+        raise InputError(f"model {short_repr(name)}: expected a model name (string)")
     if name in BUILTIN:
         return name
     allowed = allowed_models()
@@ -97,23 +107,23 @@ def check_model_reference(name: str) -> str:
         return name
     if ":" not in name:
         raise InputError(
-            f"unknown model {_short(name)}: choose one of {sorted(BUILTIN)}"
+            f"unknown model {short_repr(name)}: choose one of {sorted(BUILTIN)}"
             + (f" or an allowed plugin {sorted(allowed)}" if allowed else "")
         )
     raise InputError(
-        f"model {_short(name)} is not allowed for flow runs: a plugin model must be installed "
+        f"model {short_repr(name)} is not allowed for flow runs: a plugin model must be installed "
         f"as an entry point in group {ENTRY_POINT_GROUP!r} or listed in {ALLOWED_ENV} on the "
         "worker (the CLI allows the models named on its own command line)"
     )
 
 
-def _import(reference: str) -> Any:
+def import_reference(reference: str) -> Any:
     eps = entry_point_models()
     if reference in eps:
         reference = eps[reference]
     if not is_reference(reference):
         raise InputError(
-            f"model {_short(reference)}: expected 'package.module:attribute' (identifiers "
+            f"model {short_repr(reference)}: expected 'package.module:attribute' (identifiers "
             "separated by dots, one colon)"
         )
     module_name, _, attr = reference.partition(":")
@@ -123,16 +133,16 @@ def _import(reference: str) -> Any:
         raise
     except ImportError as exc:
         raise InputError(
-            f"cannot import module {_short(module_name)} for model: {_short(str(exc), 200)} "
+            f"cannot import module {short_repr(module_name)} for model: {short_repr(str(exc), 200)} "
             "(is its folder on PYTHONPATH or the package installed?)"
         ) from exc
     except Exception as exc:  # the plugin's own code failed (SyntaxError, a raise at import)
         raise InputError(
-            f"model plugin {_short(reference)}: importing module {_short(module_name)} failed: "
-            f"{_first_line(exc)}"
+            f"model plugin {short_repr(reference)}: importing module {short_repr(module_name)} failed: "
+            f"{first_line(exc)}"
         ) from None
     if not hasattr(module, attr):
-        raise InputError(f"module {_short(module_name)} has no attribute {_short(attr)}")
+        raise InputError(f"module {short_repr(module_name)} has no attribute {short_repr(attr)}")
     return getattr(module, attr)
 
 
@@ -149,11 +159,11 @@ def resolve_model(name_or_path: str | ResponseModel) -> Any:
     elif name_or_path in BUILTIN:
         return BUILTIN[name_or_path]
     elif ":" in name_or_path or name_or_path in entry_point_models():
-        obj = _import(name_or_path)
+        obj = import_reference(name_or_path)
         if isinstance(obj, type):
             if not callable(getattr(obj, "response", None)):
                 raise InputError(
-                    f"model {_short(name_or_path)}: class {obj.__name__} has no response(p, "
+                    f"model {short_repr(name_or_path)}: class {obj.__name__} has no response(p, "
                     "forces) method, so it is not a ResponseModel (not instantiated)"
                 )
             try:
@@ -162,28 +172,28 @@ def resolve_model(name_or_path: str | ResponseModel) -> Any:
                 raise
             except TypeError as exc:
                 raise InputError(
-                    f"model {_short(name_or_path)}: the class needs a constructor without "
+                    f"model {short_repr(name_or_path)}: the class needs a constructor without "
                     f"arguments ({exc}); or point at an instance"
                 ) from None
             except Exception as exc:  # the plugin's constructor failed
                 raise InputError(
-                    f"model plugin {_short(name_or_path)}: its constructor {obj.__name__}() "
-                    f"failed: {_first_line(exc)}"
+                    f"model plugin {short_repr(name_or_path)}: its constructor {obj.__name__}() "
+                    f"failed: {first_line(exc)}"
                 ) from None
         elif not isinstance(obj, ResponseModel):
             raise InputError(
-                f"model {_short(name_or_path)} is a {type(obj).__name__}, not a model: point at "
+                f"model {short_repr(name_or_path)} is a {type(obj).__name__}, not a model: point at "
                 "a ResponseModel instance or a class with a no-argument constructor (functions "
                 "are not called)"
             )
     else:
         raise InputError(
-            f"unknown model {_short(name_or_path)}: choose one of {sorted(BUILTIN)} or give"
+            f"unknown model {short_repr(name_or_path)}: choose one of {sorted(BUILTIN)} or give"
             " 'package.module:attribute' of your own ResponseModel"
         )
     if not isinstance(obj, ResponseModel):
         raise InputError(
-            f"{_short(name_or_path)} is not a ResponseModel (needs name, parameters, sensors and"
+            f"{short_repr(name_or_path)} is not a ResponseModel (needs name, parameters, sensors and"
             " response(p, forces))"
         )
     return obj

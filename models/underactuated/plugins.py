@@ -20,13 +20,18 @@ A reference may name a file of the current folder as ``file.py:attr`` (= ``file:
 
 from __future__ import annotations
 
-import os
 import re
-from importlib import metadata
 from typing import Any
 
-from methods.errors import InputError
-from models.registry import _first_line, _import, _short, is_reference
+from methods.errors import InputError, first_line
+from models.registry import (
+    add_allowed,
+    allowed_references,
+    entry_points_of,
+    import_reference,
+    is_reference,
+    short_repr,
+)
 from models.underactuated.user import FUNCTIONS, REQUIRED, is_user_system
 
 __all__ = [
@@ -58,26 +63,19 @@ def normalize_reference(name: str) -> str:
 
 def entry_point_systems() -> dict[str, str]:
     """``{entry-point name: "module:attr"}`` of the group ``greylab.systems``."""
-    return {ep.name: ep.value for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+    return entry_points_of(ENTRY_POINT_GROUP)
 
 
 def allowed_systems() -> set[str]:
     """Every plugin system name or reference a flow run may use here (besides the built-ins)."""
-    eps = entry_point_systems()
-    env = {v.strip() for v in os.environ.get(ALLOWED_ENV, "").split(",") if v.strip()}
-    return set(eps) | set(eps.values()) | env | _SESSION_ALLOWED
+    return allowed_references(entry_point_systems(), ALLOWED_ENV, _SESSION_ALLOWED)
 
 
 def allow_systems(references: list[str]) -> None:
     """Allow system references for this process and the processes it starts (the CLI calls
     this with the references its trusted user typed)."""
     new = [normalize_reference(r) for r in references]
-    new = [r for r in new if is_reference(r)]
-    if not new:
-        return
-    _SESSION_ALLOWED.update(new)
-    current = [v for v in os.environ.get(ALLOWED_ENV, "").split(",") if v.strip()]
-    os.environ[ALLOWED_ENV] = ",".join(dict.fromkeys([*current, *new]))
+    add_allowed([r for r in new if is_reference(r)], ALLOWED_ENV, _SESSION_ALLOWED)
 
 
 def check_system_reference(name: Any, builtin: set[str] | frozenset[str] = frozenset()) -> str:
@@ -85,21 +83,21 @@ def check_system_reference(name: Any, builtin: set[str] | frozenset[str] = froze
     (normalised) name. A name without ``:`` is a built-in or an entry point (an unknown one
     is reported when the study is checked); a ``module:attr`` must be allowed on this worker."""
     if not isinstance(name, str):
-        raise InputError(f"system {_short(name)}: expected a system name (string)")
+        raise InputError(f"system {short_repr(name)}: expected a system name (string)")
     name = normalize_reference(name)
     if len(name) > 200:
-        raise InputError(f"system {_short(name)}: a system name has at most 200 characters")
+        raise InputError(f"system {short_repr(name)}: a system name has at most 200 characters")
     if ":" not in name or name in builtin:
         return name
     if name in allowed_systems():
         return name
     if not is_reference(name):
         raise InputError(
-            f"system {_short(name)}: expected a built-in name or 'package.module:attribute' "
+            f"system {short_repr(name)}: expected a built-in name or 'package.module:attribute' "
             "(identifiers separated by dots, one colon)"
         )
     raise InputError(
-        f"system {_short(name)} is not allowed for flow runs: a lab's system must be installed "
+        f"system {short_repr(name)} is not allowed for flow runs: a lab's system must be installed "
         f"as an entry point in group {ENTRY_POINT_GROUP!r} or listed in {ALLOWED_ENV} on the "
         "worker (the CLI allows the systems named on its own command line)"
     )
@@ -120,16 +118,16 @@ def resolve_system(name: str) -> Any:
     instance must have them; anything else is refused, never called."""
     reference = source_reference(name)
     if reference is None:
-        raise InputError(f"unknown system {_short(name)}")
+        raise InputError(f"unknown system {short_repr(name)}")
     try:
-        obj = _import(reference)
+        obj = import_reference(reference)
     except InputError as exc:  # the registry's wording says "model"
         raise InputError(str(exc).replace("for model", "for system")) from None
     if isinstance(obj, type):
         if not is_user_system(obj):
             missing = [f for f in FUNCTIONS if not callable(getattr(obj, f, None))]
             raise InputError(
-                f"system {_short(name)}: class {obj.__name__} has no {', '.join(missing)} "
+                f"system {short_repr(name)}: class {obj.__name__} has no {', '.join(missing)} "
                 "method, so it is not an underactuated system (not instantiated); a system "
                 f"needs {list(REQUIRED)} (docs/models.md)"
             )
@@ -137,17 +135,17 @@ def resolve_system(name: str) -> Any:
             obj = obj()
         except TypeError as exc:
             raise InputError(
-                f"system {_short(name)}: the class needs a constructor without arguments "
-                f"({_first_line(exc)}); or point at an instance"
+                f"system {short_repr(name)}: the class needs a constructor without arguments "
+                f"({first_line(exc)}); or point at an instance"
             ) from None
         except Exception as exc:  # the plugin's constructor failed
             raise InputError(
-                f"system plugin {_short(name)}: its constructor {obj.__name__}() failed: "
-                f"{_first_line(exc)}"
+                f"system plugin {short_repr(name)}: its constructor {obj.__name__}() failed: "
+                f"{first_line(exc)}"
             ) from None
     elif not is_user_system(obj):
         raise InputError(
-            f"system {_short(name)} is a {type(obj).__name__}, not a system: point at an object "
+            f"system {short_repr(name)} is a {type(obj).__name__}, not a system: point at an object "
             "or class with kinetic_energy, potential_energy, input_forces and output "
             "(functions are not called; docs/models.md)"
         )

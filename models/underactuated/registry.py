@@ -9,7 +9,7 @@ import pandas as pd
 
 from methods.dae import Demand
 from methods.errors import InputError
-from models.registry import _short
+from models.registry import short_repr
 from models.underactuated.aircraft import AIRCRAFT
 from models.underactuated.base import System, SystemSpec
 from models.underactuated.cranes import PLANAR_CRANE, ROTARY_CRANE, TROLLEY_CRANE
@@ -59,7 +59,7 @@ def user_system_spec(name: str) -> SystemSpec:
     reference = normalize_reference(name) if isinstance(name, str) else name
     if not isinstance(reference, str) or source_reference(reference) is None:
         raise InputError(
-            f"unknown system {_short(name)}; known: {sorted(SYSTEMS)}, or your own as "
+            f"unknown system {short_repr(name)}; known: {sorted(SYSTEMS)}, or your own as "
             "module:Class (docs/models.md)"
         )
     return user_spec(resolve_system(reference), reference)

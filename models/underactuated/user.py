@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from methods.dae import Demand, InverseProblemError, RankPolicy, ServoProblem
-from methods.errors import InputError
+from methods.errors import InputError, first_line
 from models.underactuated.base import Parameter, System, SystemSpec, lagrange_terms
 
 __all__ = ["REQUIRED", "build_user_system", "is_user_system", "user_spec"]
@@ -41,11 +41,6 @@ REQUIRED = (
 FUNCTIONS = ("kinetic_energy", "potential_energy", "input_forces", "output")
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _SINGULAR_RTOL = 1e-12  # eigenvalues of M below this fraction of the largest count as zero
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0][:300] if lines else ''}".rstrip(": ")
 
 
 def is_user_system(obj: object) -> bool:
@@ -170,7 +165,7 @@ def _as_column(value: Any, where: str, length: int | None) -> ca.SX:
     except Exception as exc:
         raise InputError(
             f"{where}: returned {type(value).__name__}, not a CasADi expression or numbers "
-            f"({_first_line(exc)})"
+            f"({first_line(exc)})"
         ) from None
     if col.numel() and min(col.shape) == 1:
         col = ca.vec(col)
@@ -193,7 +188,7 @@ def _call(obj: Any, ref: str, attr: str, sig: str, args: tuple, length: int | No
             value = getattr(obj, attr)(*args)
     except Exception as exc:  # the user's code failed on symbols (math.sin, an if on a value)
         raise InputError(
-            f"{where} cannot be evaluated on CasADi symbols: {_first_line(exc)}. Write it with "
+            f"{where} cannot be evaluated on CasADi symbols: {first_line(exc)}. Write it with "
             "arithmetic and casadi functions (casadi.sin, cos, sqrt, fmax, if_else), not math "
             "functions or a Python if on a value (docs/models.md)"
         ) from None
@@ -352,7 +347,7 @@ def _exact(obj: Any, ref: str, pb: ServoProblem, p: dict) -> Callable:
         try:
             cols = obj.exact_solution(t, y, dict(p))
         except Exception as exc:
-            raise InputError(f"{ref}.exact_solution(t, y, p) failed: {_first_line(exc)}") from None
+            raise InputError(f"{ref}.exact_solution(t, y, p) failed: {first_line(exc)}") from None
         if not isinstance(cols, Mapping):
             raise InputError(f"{ref}.exact_solution: expected a mapping column -> values")
         unknown = sorted(set(cols) - columns)
@@ -365,7 +360,7 @@ def _exact(obj: Any, ref: str, pb: ServoProblem, p: dict) -> Callable:
             except (TypeError, ValueError) as exc:
                 raise InputError(
                     f"{ref}.exact_solution: column {key!r} is not {t.size} numbers, one per "
-                    f"time ({_first_line(exc)})"
+                    f"time ({first_line(exc)})"
                 ) from None
         return pd.DataFrame(out)
 
