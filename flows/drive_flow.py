@@ -52,7 +52,14 @@ def checkpoint_dir(data_hash: str, study: DriveSearch) -> Path:
     checkpoint never outlives the code or data that made it."""
     settings_key = study.model_dump(
         mode="json",
-        exclude={"experiment", "resume", "register_model", "campaign", "validation_data"},
+        exclude={
+            "experiment",
+            "resume",
+            "register_model",
+            "campaign",
+            "validation_data",
+            "rivals",
+        },  # fmt: skip
     )
     key = json.dumps([data_hash, settings_key, code_fingerprint()])
     return load_settings().home / "checkpoints" / hashlib.sha256(key.encode()).hexdigest()[:16]
@@ -121,7 +128,8 @@ def _identify(
     stored = RecordingFile(loaded["path"], loaded["hash"])
     if study.structure:  # greylab drive fit: the named structure only
         fit = StructureFit(study.structure, settings=settings, seed=study.seed,
-                           map_batches=drive_tasks.prefect_map_batches, progress=print)  # fmt: skip
+                           map_batches=drive_tasks.prefect_map_batches, progress=print,
+                           rivals=study.rivals)  # fmt: skip
         recorder.search_settings(fit.settings)
         evidence = fit.fit(stored).evidence_
         recorder.generation(0, fit.best_evaluation_)
@@ -141,9 +149,10 @@ def _identify(
     )  # fmt: skip
     recorder.search_settings(search.settings)  # gp.*: every setting the search runs with
     search.fit(stored)
-    print("the evidence: identifying the best structure's one-step neighbours")
+    if study.rivals:
+        print("the evidence: identifying the best structure's one-step neighbours")
     evidence = search_evidence(search, stored, drive_tasks.prefect_map_batches,
-                               n_batches=study.workers)  # fmt: skip
+                               n_batches=study.workers, rivals=study.rivals)  # fmt: skip
     return search, evidence
 
 

@@ -90,6 +90,12 @@ class DriveSearch(BaseModel):
         "two_mass,coulomb,viscous,stribeck; empty = search (population and generations are "
         "not used for a fit)",
     )
+    rivals: bool = Field(
+        True,
+        description="Identify the answer's one-step neighbours for the rival table of the "
+        "evidence (its costliest part); false (CLI: --no-rivals) keeps the parameter "
+        "intervals and the residual tests only",
+    )
     population: int = Field(10, ge=2, description="Individuals per generation")
     generations: int = Field(10, ge=1, description="Generations")
     seed: int = Field(0, ge=0, description="Seed of the search")

@@ -52,8 +52,8 @@ from models.drivetrain.submodels import parse_structure
 
 #: starts of a named structure's identification (the search's own ``n_starts`` if larger)
 FIT_STARTS = 8
-#: starts of each one-step neighbour's identification (the first from the inherited values;
-#: 4 instead of 1 tripled the time of the reference's evidence and changed no verdict)
+#: starts of each rival spec's identification (from its start values; a richer neighbour has
+#: two specs): 4 instead of 1 tripled the time of the reference's evidence, no verdict changed
 RIVAL_STARTS = 1
 
 
@@ -117,15 +117,16 @@ def identify_rivals(
     seed: int, map_batches: MapBatches | None = None, n_batches: int = 2,
     stored: RecordingFile | None = None,
 ) -> list[tuple[Evaluation, str]]:  # fmt: skip
-    """Identify the rivals, each spec with at least ``RIVAL_STARTS`` full-budget starts, the
-    first from its start values (``map_batches(fn, batches)``: any map, e.g. the flow's
+    """Identify the rivals, each spec with ``RIVAL_STARTS`` full-budget start from its start
+    values (``map_batches(fn, batches)``: any map, e.g. the flow's
     tasks; with ``stored`` the batches carry the file's path and hash, not the arrays); the
     fittest evaluation of each structure, in the order of ``specs``."""
     if not specs:
         return []
     import functools
 
-    s = fit_settings(settings, RIVAL_STARTS)
+    s = fit_settings(settings)
+    s = replace(s, identification=replace(s.identification, n_starts=RIVAL_STARTS))
     fn: Callable[[list[IndividualSpec]], list[Evaluation]]
     if stored is not None:
         fn = functools.partial(evaluate_stored, recording=stored, settings=s, seed=seed)
@@ -195,22 +196,51 @@ def structure_evidence(
 
 
 def search_evidence(
-    search: Any, recording: Any, map_batches: MapBatches | None = None, n_batches: int = 2
-) -> Evidence:
-    """The evidence for a fitted ``StructureSearch``'s best structure: neighbours the search
-    refined keep their fit (from ``population_history_``), the others are identified."""
+    search: Any, recording: Any, map_batches: MapBatches | None = None, n_batches: int = 2,
+    rivals: bool = True,
+) -> Evidence:  # fmt: skip
+    """The evidence for a fitted ``StructureSearch``'s best structure (``rivals=False``: no
+    rival table). A neighbour the search refined (its local search after the last generation
+    evaluates them) keeps that fit; one it only screened starts from the screened values; the
+    others from the inherited ones (``rival_specs``)."""
     data = as_arrays(recording)
-    known: dict[tuple[str, ...], dict[str, float]] = {}
-    rows = getattr(search, "population_history_", pd.DataFrame())
-    for row in rows.to_dict("records") if len(rows) else []:
-        if row.get("refined"):
-            known.setdefault(tuple(str(row["names"]).split(",")), dict(row["parameters"]))
-    specs = rival_specs(search.best_structure_, search.best_parameters_, search.settings, known)
+    if not rivals:
+        return structure_evidence(search.best_structure_, search.best_parameters_, data,
+                                  search.settings)  # fmt: skip
+    done: dict[tuple[str, ...], Evaluation] = {}
+    starts: dict[tuple[str, ...], dict[str, float]] = {}
+    for ev in _evaluations(search):
+        if ev.refined and (ev.structure not in done or ev.fitness > done[ev.structure].fitness):
+            done[ev.structure] = ev
+        starts.setdefault(ev.structure, dict(ev.parameters))
+    specs = rival_specs(search.best_structure_, search.best_parameters_, search.settings, starts)
+    relation = {sp.structure: rel for sp, rel in specs}
+    todo = [(sp, rel) for sp, rel in specs if sp.structure not in done]
     stored = recording if isinstance(recording, RecordingFile) else None
-    rivals = identify_rivals(specs, data, search.settings, search.seed, map_batches, n_batches,
-                             stored)  # fmt: skip
+    found = dict((ev.structure, ev) for ev, _ in identify_rivals(
+        todo, data, search.settings, search.seed, map_batches, n_batches, stored))  # fmt: skip
+    found |= {k: v for k, v in done.items() if k in relation}
     return structure_evidence(search.best_structure_, search.best_parameters_, data,
-                              search.settings, rivals)  # fmt: skip
+                              search.settings, [(found[k], rel) for k, rel in relation.items()])  # fmt: skip
+
+
+def _evaluations(search: Any) -> list[Evaluation]:
+    """Every evaluation a fitted search holds: its structure cache (the generations and the
+    local search), else the refined rows of ``population_history_``."""
+    cache = getattr(search, "_cache", None)
+    if isinstance(cache, dict) and cache:
+        return [ev for ev in cache.values() if isinstance(ev, Evaluation)]
+    rows = getattr(search, "population_history_", pd.DataFrame())
+    out = []
+    for row in rows.to_dict("records") if len(rows) else []:
+        kinds = parse_structure(str(row["names"]).split(","))
+        out.append(Evaluation(
+            structure=tuple(k.value for k in kinds), codes=tuple(k.code for k in kinds),
+            parameters=dict(row["parameters"]), rss=float(row["rss"]), rss_train=float(row["rss"]),
+            fitness=float(row["fitness"]), n_params=int(row["n_params"]), nfev=0, wall_s=0.0,
+            timed_out=False, refined=bool(row.get("refined")),
+        ))  # fmt: skip
+    return out
 
 
 def fit_settings(settings: GPSettings, n_starts: int = FIT_STARTS) -> GPSettings:

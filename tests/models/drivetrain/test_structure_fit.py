@@ -114,3 +114,29 @@ def test_fit_attributes_mirror_the_search() -> None:
         assert hasattr(fit, name), name
     assert len(fit.population_history_) == 1 and fit.history_.empty
     assert np.all(np.isfinite(fit.best_output_))
+
+
+def test_search_evidence_reuses_the_neighbours_the_search_refined() -> None:
+    from models.drivetrain.gp import StructureSearch
+    from models.drivetrain.structure_fit import search_evidence
+
+    recording = _noisy("1,5,6", 5, percent=0.5)
+    allowed = ("one_mass", "coulomb", "viscous", "gravity")
+    search = StructureSearch(3, 2, seed=1, allowed=allowed).fit(recording)
+    identified: list[tuple[str, ...]] = []
+
+    def counting_map(fn, batches):
+        identified.extend(sp.structure for batch in batches for sp in batch)
+        return [fn(batch) for batch in batches]
+
+    ev = search_evidence(search, recording, counting_map)
+    assert ev.rivals is not None
+    refined = {e.structure for e in search._cache.values() if e.refined}
+    shown = {r.structure for r in ev.rivals.rows[1:]}
+    assert shown == {sp.structure for sp, _ in rival_specs(
+        search.best_structure_, search.best_parameters_, search.settings)}  # fmt: skip
+    assert shown & refined  # the local search refined some neighbours ...
+    assert not (set(identified) & refined)  # ... which keep the search's fit
+    assert set(identified) == shown - refined
+    no_rivals = search_evidence(search, recording, counting_map, rivals=False)
+    assert no_rivals.rivals is None and no_rivals.parameters == ev.parameters
