@@ -59,7 +59,9 @@ def test_a_search_returns_the_evidence_for_its_answer(
 ) -> None:
     from flows.drive_flow import run_drive_search
 
-    study = DriveSearch(data=str(recording), population=2, generations=1, workers=1,
+    # seed 1 starts from {1,6,7} and {3,7}: no backlash anywhere near the answer, whose
+    # neighbours cost minutes each on this machine (seed 0's best was {2,5,6,9})
+    study = DriveSearch(data=str(recording), population=2, generations=1, workers=1, seed=1,
                         register_model=False)  # fmt: skip
     result = run_drive_search(study, runner="thread")
     ev = result.evidence
