@@ -34,6 +34,7 @@ import numpy as np
 from scipy import stats
 
 FULL_ADJOINT = 2500  # records up to this length get the prefilter's adjoint from all of F
+MAX_EDGE = 2048  # longest end window (samples) of the prefilter's exact adjoint
 RANK_TOL = 1e-8  # relative singular value below which a direction is not identifiable
 EXACT_FIT = 1e-12  # residual sum of squares / output's: an exact (noise-free) fit
 UNDERFIT = (
@@ -72,12 +73,14 @@ def parameter_uncertainty(
     *,
     prefilter: Callable[[np.ndarray], np.ndarray] | None = None,
     level: float = 0.95,
+    notes: list[str] | None = None,
 ) -> tuple[list[ParameterInterval], float, float]:
     """Standard errors and ``level`` intervals of an output-error estimate (module docstring).
 
     ``jacobian`` (N, d): ``dy_sim/dp`` at ``values``; ``residual`` (N,): ``y_sim - y``.
     Returns (intervals, residual standard deviation ``s``, condition number of the Jacobian
-    with columns scaled to the parameters' magnitudes)."""
+    with columns scaled to the parameters' magnitudes); ``notes`` gets a line when the
+    prefilter's adjoint was approximated (:func:`filter_adjoint`)."""
     jac = np.asarray(jacobian, float)
     e = np.asarray(residual, float)
     n, d = jac.shape
@@ -92,7 +95,10 @@ def parameter_uncertainty(
     keep = sing > RANK_TOL * sing[0] if sing[0] > 0 else np.zeros(d, bool)
     inv_a = (vt[keep].T / sing[keep] ** 2) @ vt[keep]  # pseudo-inverse of A (scaled)
     if prefilter is not None:  # B = (FJ)^T F F^T (FJ) = |F^T (FJ)|^2
-        g = filter_adjoint(prefilter, jf)
+        g, exact = filter_adjoint(prefilter, jf)
+        if not exact and notes is not None:
+            notes.append("the prefilter reaches far into the record: its adjoint approximated "
+                         "by itself (intervals may be up to a quarter too narrow)")  # fmt: skip
         cov = s2 * inv_a @ (g.T @ g) @ inv_a
     else:
         cov = s2 * inv_a
@@ -120,29 +126,32 @@ def parameter_uncertainty(
     return out, math.sqrt(s2), cond
 
 
-def filter_adjoint(prefilter: Callable[[np.ndarray], np.ndarray], w: np.ndarray) -> np.ndarray:
-    """``F^T w`` for the linear map ``F`` (along axis 0) of a zero-phase filter: its kernel is
-    symmetric, so ``F^T w = F w`` except within the filter's reach of the record's ends, where
-    the padding breaks the symmetry (``sosfiltfilt``: up to 0.9 of a unit impulse); those rows
-    are exact, from ``F`` of unit impulses on a window at either end (all of ``F`` for records
-    up to ``FULL_ADJOINT`` samples)."""
+def filter_adjoint(
+    prefilter: Callable[[np.ndarray], np.ndarray], w: np.ndarray
+) -> tuple[np.ndarray, bool]:
+    """(``F^T w``, exact) for the linear map ``F`` (along axis 0) of a zero-phase filter: its
+    kernel is symmetric, so ``F^T w = F w`` except within the filter's reach of the record's
+    ends, where the padding breaks the symmetry (``sosfiltfilt``: up to 0.9 of a unit impulse);
+    those rows are exact, from ``F`` of unit impulses on a window at either end (all of ``F``
+    for records up to ``FULL_ADJOINT`` samples). A filter whose reach passes ``MAX_EDGE``
+    samples or a third of the record gets ``F w`` (exact False: the intervals approximate)."""
     n = w.shape[0]
     if n <= FULL_ADJOINT:
-        return prefilter(np.eye(n)).T @ w
-    m = min(n, 4096)
+        return prefilter(np.eye(n)).T @ w, True
+    m = min(n, 4 * MAX_EDGE)
     impulse = np.zeros(m)
     impulse[m // 2] = 1.0
     h = np.abs(prefilter(impulse))
     reach = int(np.max(np.abs(np.flatnonzero(h > 1e-12 * h.max()) - m // 2)))
     edge = 2 * reach + 64
-    if 3 * edge >= n:  # the filter reaches across the record: probe all of it in blocks
-        return np.vstack([prefilter(np.eye(n)[:, i : i + 256]).T @ w for i in range(0, n, 256)])
     out = prefilter(w)
+    if edge > MAX_EDGE or 3 * edge > n:
+        return out, False
     eye = np.zeros((3 * edge, edge))
     eye[np.arange(edge), np.arange(edge)] = 1.0
     out[:edge] = prefilter(eye).T @ w[: 3 * edge]
     out[-edge:] = prefilter(eye[::-1, ::-1]).T @ w[-3 * edge :]
-    return out
+    return out, True
 
 
 @dataclass(frozen=True)

@@ -174,6 +174,7 @@ def structure_evidence(
     intervals, sigma, cond = parameter_uncertainty(
         jac[:n_fit], e[:n_fit], p, [s.name for s in specs], [(s.lower, s.upper) for s in specs],
         prefilter=lowpass(settings.identification.prefilter_hz, data.dt), level=level,
+        notes=notes,
     )  # fmt: skip
     part = slice(n_fit, None) if n_fit < data.n else slice(0, None)
     part_name = "held-out tail" if n_fit < data.n else "whole record"
