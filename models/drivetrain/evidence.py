@@ -306,9 +306,12 @@ def rival_table(
     *,
     part: str = "whole record",
     alpha: float = 0.01,
+    ss: float = 0.0,
 ) -> RivalTable:
     """``best``: (codes, names, RSS, d); ``rivals``: (codes, names, RSS, d, "simpler" |
-    "richer"). The F-test of each rival is against ``best`` (nested in the stated direction)."""
+    "richer"). The F-test of each rival is against ``best`` (nested in the stated direction).
+    ``ss``: the output's sum of squares about its mean on the part (RSS below ``EXACT_FIT``
+    of it is numerically zero: a richer rival there is not under-fitted)."""
     codes, names, rss, d = best
     aic, bic = information(rss, n, d)
     rows = [Rival(tuple(codes), tuple(names), "best", float(rss), int(d), aic, bic)]
@@ -318,7 +321,8 @@ def rival_table(
         else:
             f, p = f_test(rss, d, r_rss, r_d, n)
         r_aic, r_bic = information(r_rss, n, r_d) if math.isfinite(r_rss) else (math.inf,) * 2
-        note = UNDERFIT if relation == "richer" and not r_rss <= rss else ""
+        tol = rss * (1.0 + 1e-9) + EXACT_FIT * ss
+        note = UNDERFIT if relation == "richer" and not r_rss <= tol else ""
         rows.append(Rival(tuple(r_codes), tuple(r_names), relation, float(r_rss), int(r_d),
                           r_aic, r_bic, f, p, note))  # fmt: skip
     eligible = [r for r in rows if r.relation != "richer" or (r.p_value < alpha)]

@@ -191,7 +191,9 @@ def structure_evidence(
             rss = float(r @ r) if np.all(np.isfinite(r)) else np.inf
             rows.append((ev.codes, ev.structure, rss, ev.n_params, relation))
         best = (codes, names, float(e[part] @ e[part]), len(specs))
-        table = rival_table(best, rows, int(e[part].size), part=part_name, alpha=alpha)
+        y_part = data.y[part]
+        ss = float(np.sum((y_part - y_part.mean()) ** 2))
+        table = rival_table(best, rows, int(e[part].size), part=part_name, alpha=alpha, ss=ss)
     return Evidence(tuple(k.code for k in kinds), tuple(intervals), sigma, cond, level, resid,
                     table, tuple(notes))  # fmt: skip
 

@@ -179,6 +179,10 @@ def test_a_richer_rival_that_fits_worse_is_marked_underfitted() -> None:
     table = rival_table(((1,), ("a",), 1.0, 2), [((2,), ("b",), 2.0, 3, "richer")], 100)
     assert table.rows[1].note and table.rows[1].p_value == 1.0 and table.agrees
     assert table.to_dict()["rows"][0]["f"] is None  # NaN is JSON null
+    # an exact fit: a richer rival 1e-13 above it is numerically as exact, not under-fitted
+    exact = rival_table(((1,), ("a",), 1e-14, 2), [((2,), ("b",), 1e-13, 3, "richer")], 100,
+                        ss=10.0)  # fmt: skip
+    assert exact.rows[1].note == "" and exact.agrees
 
 
 def test_a_richer_rival_needs_the_f_test_even_where_bic_prefers_it() -> None:
