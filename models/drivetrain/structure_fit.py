@@ -65,6 +65,18 @@ def _simulator(
                          jit_after=ident.jit_after, **settings.kit_options())  # fmt: skip
 
 
+def start_velocity(data: RecordingArrays, settings: GPSettings) -> float:
+    """The initial velocity the identification simulates from (the same as its own, so that
+    residuals, Jacobian and RSS here are those of the fit): ``gp.signals.initial_velocity``
+    where it exists (issue 26: a smoothed start), else the first sample."""
+    try:
+        from models.drivetrain.gp.signals import initial_velocity
+    except ImportError:  # the identification simulates from the first sample
+        return float(data.y[0])
+    q = data.q if settings.identification.position_weight > 0 else None
+    return float(initial_velocity(data.y, q, data.dt))
+
+
 def rival_specs(
     structure: Sequence[str], parameters: dict[str, float], settings: GPSettings,
     known: dict[tuple[str, ...], dict[str, float]] | None = None,
@@ -160,7 +172,7 @@ def structure_evidence(
     n_fit = split_index(data.n, settings.test_fraction)
     sim = _simulator(names, data, settings)
     p = sim.model.values(parameters)
-    y_sim, jac = sim.simulate_with_jacobian(p, data.u, float(data.y[0]))
+    y_sim, jac = sim.simulate_with_jacobian(p, data.u, start_velocity(data, settings))
     notes = []
     if not (np.all(np.isfinite(y_sim)) and np.all(np.isfinite(jac))):
         notes.append(
@@ -184,9 +196,10 @@ def structure_evidence(
     if rivals:
         codes = tuple(k.code for k in kinds)
         rows = []
+        y0 = start_velocity(data, settings)
         for ev, relation in rivals:
             r_sim = _simulator(ev.structure, data, settings)
-            y_r = r_sim.simulate(r_sim.model.values(ev.parameters), data.u, float(data.y[0]))
+            y_r = r_sim.simulate(r_sim.model.values(ev.parameters), data.u, y0)
             r = (y_r - data.y)[part]
             rss = float(r @ r) if np.all(np.isfinite(r)) else np.inf
             rows.append((ev.codes, ev.structure, rss, ev.n_params, relation))
@@ -317,7 +330,7 @@ class StructureFit:
         self.state_space_ = assemble(best.structure, **kit).numeric(best.parameters)
         sim = _simulator(best.structure, data, self.settings)
         self.best_output_ = sim.simulate(
-            sim.model.values(best.parameters), data.u, float(data.y[0])
+            sim.model.values(best.parameters), data.u, start_velocity(data, self.settings)
         )
         self.model_ = DriveModel.from_settings(
             best.structure,
