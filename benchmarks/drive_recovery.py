@@ -199,7 +199,7 @@ def run_kit(args, bench: Bench) -> None:
         rng = np.random.default_rng(args.seed)
         picked = [every[j] for j in rng.choice(len(every), min(args.structures, len(every)),
                                                 replace=False)]  # fmt: skip
-        ok, kinds = 0, Counter()
+        ok, kinds = 0, Counter[str]()
         for structure in picked:
             rec = reference_recording(structure)
             y = rec["velocity_rad_s"].to_numpy()

@@ -153,13 +153,21 @@ def parameter_specs(
     nominals: Mapping[str, float] | None = None,
     bounds: Mapping[str, tuple[float, float]] | None = None,
 ) -> tuple[ParameterSpec, ...]:
-    """Parameter specs of one submodel, with optional per-recording nominals/bounds."""
+    """Parameter specs of one submodel, with optional per-recording nominals/bounds; a key
+    ``"<submodel>.<name>"`` (e.g. ``"one_mass.J1"``) applies to that submodel only and wins
+    over the plain name (a one-mass's inertia is the whole of it, a ladder's a share) unless
+    the plain name has a nominal and no bounds: a value the user typed (its box follows)."""
+    kind = Submodel.parse(kind)
     specs = []
-    for spec in PARAMETERS[Submodel.parse(kind)]:
-        if nominals and spec.name in nominals:
-            spec = spec.with_nominal(float(nominals[spec.name]))
-        if bounds and spec.name in bounds:
-            lo, hi = (float(v) for v in bounds[spec.name])
+    for spec in PARAMETERS[kind]:
+        typed = spec.name in (nominals or {}) and spec.name not in (bounds or {})
+        own = f"{kind.value}.{spec.name}"
+        key_n = own if nominals and own in nominals and not typed else spec.name
+        key_b = own if bounds and own in bounds and not typed else spec.name
+        if nominals and key_n in nominals:
+            spec = spec.with_nominal(float(nominals[key_n]))
+        if bounds and key_b in bounds:
+            lo, hi = (float(v) for v in bounds[key_b])
             if not (lo < hi) or not (lo <= spec.nominal <= hi):
                 if not lo < hi:
                     raise InputError(f"bounds of {spec.name} must satisfy lower < upper")

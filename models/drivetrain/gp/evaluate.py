@@ -50,6 +50,7 @@ from scipy.optimize import least_squares
 
 from methods.blas import single_threaded_blas
 from models.drivetrain.gp.settings import GPSettings, IdentificationSettings
+from models.drivetrain.gp.signals import initial_velocity, integral, lowpass, split_index
 from models.drivetrain.simulate import CompiledSimulator, get_simulator
 from models.drivetrain.submodels import canonical
 
@@ -125,17 +126,7 @@ class _Budget(Exception):
 
 
 FLOOR = 1e-14  # RSS floor relative to the output's sum of squares about its mean
-
-
-def lowpass(cutoff_hz: float, dt: float):
-    """``F(a)``: zero-phase 4th-order Butterworth low-pass along axis 0, or None if off
-    (``cutoff_hz <= 0`` or at/above the Nyquist frequency ``0.5 / dt``)."""
-    if cutoff_hz <= 0 or cutoff_hz >= 0.5 / dt:
-        return None
-    from scipy.signal import butter, sosfiltfilt
-
-    sos = butter(4, cutoff_hz, fs=1.0 / dt, output="sos")
-    return lambda a: sosfiltfilt(sos, a, axis=0)
+EXTEND_GAIN = 0.01  # a round that lowers the cost by more than this share has not stalled
 
 
 def spec_seed(spec: IndividualSpec, seed: int) -> int:
@@ -143,18 +134,6 @@ def spec_seed(spec: IndividualSpec, seed: int) -> int:
     not depend on the order or place (process) of evaluation."""
     digest = hashlib.sha256(f"{seed}|{spec.key()}".encode()).digest()
     return int.from_bytes(digest[:8], "little")
-
-
-def split_index(n: int, test_fraction: float) -> int:
-    """Number of head samples used for identification."""
-    return n if test_fraction <= 0 else max(2, round(n * (1.0 - test_fraction)))
-
-
-def integral(a: np.ndarray, dt: float) -> np.ndarray:
-    """Cumulative trapezoid along axis 0, starting at 0 (shape of ``a``)."""
-    out = np.zeros_like(a)
-    out[1:] = np.cumsum(0.5 * (a[1:] + a[:-1]) * dt, axis=0)
-    return out
 
 
 def identify(
@@ -206,14 +185,22 @@ class _Objective:
         self.sim, self.dt, self.t0, self.time_limit_s = sim, data.dt, t0, ident.time_limit_s
         self.lower = np.array([s.lower for s in specs])
         self.width = np.array([s.upper - s.lower for s in specs])
+        upper = self.lower + self.width
+        # log scale where the sign is fixed (z = log(p / lower) / log(upper / lower))
+        self.log = np.array([ident.log_scale and s.lower > 0 for s in specs], dtype=bool)
+        self.log_lower = np.log(np.where(self.log, self.lower, 1.0))
+        self.log_width = np.where(
+            self.log, np.log(np.where(self.log, upper, np.e)) - self.log_lower, 1.0
+        )
         n_res = sim.n_samples
-        self.u, self.y0 = data.u[:n_res], float(data.y[0])
+        self.u = data.u[:n_res]
         self.filt = lowpass(ident.prefilter_hz, data.dt)
         self.keep = (lambda a: a) if self.filt is None else self.filt
         self.yf = self.keep(data.y[:n_res])
         y_fit = self.keep(data.y[:n_fit])
         self.scale = float(np.sqrt(np.sum((y_fit - y_fit.mean()) ** 2)) + 1e-300)
         self.q_all = data.q if ident.position_weight > 0 else None
+        self.y0 = initial_velocity(data.y, self.q_all, data.dt)
         self.q: np.ndarray | None = None
         self.wq = 0.0
         if self.q_all is not None:
@@ -227,11 +214,25 @@ class _Objective:
             )
         self.nfev = 0
         self.best_cost = np.inf
-        self.best_z = np.clip((start - self.lower) / self.width, 0, 1)
+        self.best_z = self.normalised(start)
+
+    def normalised(self, p: np.ndarray) -> np.ndarray:
+        """The normalised point ``z`` in ``[0, 1]`` of a parameter vector (clipped to the box)."""
+        lin = (p - self.lower) / self.width
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log = (np.log(np.maximum(p, self.lower)) - self.log_lower) / self.log_width
+        return np.clip(np.where(self.log, log, lin), 0, 1)
 
     def parameters(self, z: np.ndarray) -> np.ndarray:
         """Parameter vector at the normalised point ``z``."""
-        return self.lower + self.width * z
+        lin = self.lower + self.width * z
+        if not self.log.any():
+            return lin
+        return np.where(self.log, np.exp(self.log_lower + self.log_width * z), lin)
+
+    def slopes(self, z: np.ndarray) -> np.ndarray:
+        """``dp/dz`` at ``z`` (per parameter)."""
+        return np.where(self.log, self.parameters(z) * self.log_width, self.width)
 
     def residual(self, z: np.ndarray) -> np.ndarray:
         ys = self.sim.simulate(self.parameters(z), self.u, self.y0)
@@ -251,7 +252,7 @@ class _Objective:
             jp = np.vstack([self.keep(jp), self.wq * integral(jp, self.dt)])
         else:
             jp = self.keep(jp)
-        jz = jp * self.width / self.scale
+        jz = jp * self.slopes(z) / self.scale
         return np.where(np.isfinite(jz), jz, 0.0)
 
     def _check(self, z: np.ndarray, r: np.ndarray) -> None:
@@ -301,20 +302,36 @@ def _starts(
 
 
 def _minimise(
-    objective: _Objective, starts: list[np.ndarray], max_nfev: int, ident: IdentificationSettings
+    objective: _Objective,
+    starts: list[np.ndarray],
+    max_nfev: int,
+    ident: IdentificationSettings,
+    extend: int = 0,
 ) -> tuple[bool, str]:
     """Bounded least squares from each start in turn (stopping early at the RSS floor or the
-    time limit); the best point stays in ``objective``. Returns (timed out, last message)."""
+    time limit); the best point stays in ``objective``. A start that ends on its evaluation
+    limit while its last round still lowered the cost by more than ``EXTEND_GAIN`` is not
+    taken as converged: it goes on from where it stopped, at most ``extend`` more rounds.
+    Returns (timed out, last message)."""
     timed_out, message = False, ""
     for z0 in starts:
         if ident.stop_at_floor and objective.best_cost <= FLOOR:
             break
+        z, rounds = z0, 0
         try:
-            res = least_squares(objective.residual, z0, jac=objective.jacobian,
-                                bounds=(0.0, 1.0), method="trf", max_nfev=max_nfev,
-                                ftol=ident.ftol, xtol=ident.xtol, gtol=ident.gtol,
-                                x_scale=1.0)  # fmt: skip
-            message = res.message
+            while True:
+                before = objective.best_cost
+                res = least_squares(objective.residual, z, jac=objective.jacobian,
+                                    bounds=(0.0, 1.0), method="trf", max_nfev=max_nfev,
+                                    ftol=ident.ftol, xtol=ident.xtol, gtol=ident.gtol,
+                                    x_scale=1.0)  # fmt: skip
+                message = res.message + (
+                    f" (continued {rounds}x: still improving)" if rounds else ""
+                )
+                gain = 1.0 - 2.0 * float(res.cost) / before if 0 < before < np.inf else 1.0
+                if res.status != 0 or rounds >= extend or not gain > EXTEND_GAIN:
+                    break
+                z, rounds = res.x, rounds + 1
         except _Budget:
             timed_out, message = True, f"time limit {ident.time_limit_s} s reached"
             break
@@ -334,7 +351,8 @@ def _identify(
     start = sim.model.values({k: v for k, v in spec.start if k in sim.model.param_names})
     objective = _Objective(sim, data, n_fit, ident, start, t0)
     starts, max_nfev = _starts(spec, ident, objective.best_z, seed)
-    timed_out, message = _minimise(objective, starts, max_nfev, ident)
+    extend = ident.extend_rounds if spec.refine or not ident.screen_nfev else 0
+    timed_out, message = _minimise(objective, starts, max_nfev, ident, extend)
     p_hat = objective.parameters(objective.best_z)
     rss_train = float(objective.best_cost) * objective.scale**2
     if n_res < data.n:  # fitness on the held-out tail or (screened on the head) the whole

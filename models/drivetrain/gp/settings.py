@@ -51,6 +51,14 @@ class IdentificationSettings:
     error, see ``models.drivetrain.gp.evaluate``.
     ``stop_at_floor``: skip the remaining starts once a start reaches the RSS floor (an exact
     fit; the evaluation module's floor) - saves time on noise-free data only.
+    ``log_scale`` (issue 26; ``False``: the linear box coordinates of earlier versions): a
+    parameter whose box lies above zero is searched in ``log(p)`` (inertias, stiffnesses,
+    friction levels, time constants; not the gravity torque), so that a box over decades is
+    searched evenly and the random starts are spread log-uniformly over it.
+    ``extend_rounds`` (issue 26; 0: off): a full identification (a refinement, or any without
+    screening) that ends on ``max_nfev`` while its last round still lowered the cost by more
+    than 1 % has stalled on the budget, not converged: it goes on from its end point, at most
+    this many more rounds of ``max_nfev``.
     """
 
     n_starts: int = 2
@@ -67,12 +75,15 @@ class IdentificationSettings:
     jit_after: int = 1
     prefilter_hz: float = 25.0
     stop_at_floor: bool = True
+    log_scale: bool = True
+    extend_rounds: int = 3
 
     def __post_init__(self) -> None:
         if (
             self.n_starts < 1
             or self.max_nfev < 1
             or self.screen_nfev < 0
+            or self.extend_rounds < 0
             or not self.time_limit_s > 0
         ):
             raise InputError("n_starts and max_nfev must be >= 1 and time_limit_s > 0")

@@ -11,7 +11,7 @@ import pytest
 
 from methods.errors import InputError
 from models.drivetrain.excitation import reference_recording
-from models.drivetrain.gp.evaluate import IndividualSpec, evaluate_batch, identify
+from models.drivetrain.gp.evaluate import IndividualSpec, evaluate_batch, identify, initial_velocity
 from models.drivetrain.gp.search import StructureSearch, as_arrays
 from models.drivetrain.gp.settings import GPSettings, IdentificationSettings
 from models.drivetrain.simulate import simulate
@@ -94,9 +94,11 @@ def test_checkpoint_of_another_search_is_refused(recording, tmp_path):
                         **SMALL).fit(recording)  # fmt: skip
 
 
-def _sim_error(structure, parameters: dict, data) -> np.ndarray:
-    """Simulated minus measured velocity over the whole record (from the measured y[0])."""
-    y0 = float(data.y[0])
+def _sim_error(structure, parameters: dict, data, q=None) -> np.ndarray:
+    """Simulated minus measured velocity over the whole record, from the initial velocity the
+    identification uses (``evaluate.initial_velocity``: from the first samples, of the
+    position ``q`` when the fit weighs it)."""
+    y0 = initial_velocity(data.y, q, data.dt)
     return simulate(structure, data.u, data.dt, parameters, y0=y0) - data.y
 
 
@@ -233,7 +235,7 @@ def test_position_weight_trades_velocity_error_for_position_drift():
             IndividualSpec(truth, ()), data, GPSettings(**{**SMALL, "identification": ident})
         )
         assert "condition is satisfied" in ev.message  # converged, not out of budget
-        err = _sim_error(truth, ev.parameters, data)
+        err = _sim_error(truth, ev.parameters, data, data.q if weight else None)
         y_sim = err + data.y  # its position: trapezoid integral from the measured q[0]
         y_mid = 0.5 * (y_sim[1:] + y_sim[:-1])
         drift = data.q[0] + np.concatenate([[0.0], np.cumsum(y_mid * data.dt)]) - data.q
