@@ -237,13 +237,13 @@ def residual_analysis(
     return ResidualAnalysis(n, confidence, a, c, passed, exact)
 
 
-def information(rss: float, n: int, d: int) -> tuple[float, float]:
+def information(rss: float, n: float, d: int) -> tuple[float, float]:
     """(AIC, BIC) of a Gaussian output error: ``n ln(RSS/n) + 2d``, ``n ln(RSS/n) + d ln n``."""
     fit = n * math.log(max(rss, 1e-300) / n)
     return fit + 2.0 * d, fit + d * math.log(n)
 
 
-def f_test(rss_simple: float, d_simple: int, rss_rich: float, d_rich: int, n: int) -> tuple:
+def f_test(rss_simple: float, d_simple: int, rss_rich: float, d_rich: int, n: float) -> tuple:
     """(F, p) of the nested pair: does the richer structure's drop in RSS exceed what its
     ``d_rich - d_simple`` extra parameters give by chance? (p = 1 when it does not drop.)"""
     extra, dof = d_rich - d_simple, n - d_rich
@@ -307,27 +307,34 @@ def rival_table(
     part: str = "whole record",
     alpha: float = 0.01,
     ss: float = 0.0,
+    n_eff: float | None = None,
 ) -> RivalTable:
     """``best``: (codes, names, RSS, d); ``rivals``: (codes, names, RSS, d, "simpler" |
     "richer"). The F-test of each rival is against ``best`` (nested in the stated direction).
     ``ss``: the output's sum of squares about its mean on the part (RSS below ``EXACT_FIT``
-    of it is numerically zero: a richer rival there is not under-fitted)."""
+    of it is numerically zero: a richer rival there is not under-fitted). ``n_eff``: the
+    effective sample size of autocorrelated residuals (``structure_fit.effective_samples``): the
+    criteria and the F-test count ``n_eff`` samples of the per-sample variance ``RSS / n``."""
+    m = float(n if n_eff is None else min(max(n_eff, 1.0), n))
+    k = m / n
     codes, names, rss, d = best
-    aic, bic = information(rss, n, d)
+    aic, bic = information(rss * k, m, d)
     rows = [Rival(tuple(codes), tuple(names), "best", float(rss), int(d), aic, bic)]
     for r_codes, r_names, r_rss, r_d, relation in rivals:
         if relation == "simpler":
-            f, p = f_test(r_rss, r_d, rss, d, n)
+            f, p = f_test(r_rss * k, r_d, rss * k, d, m)
         else:
-            f, p = f_test(rss, d, r_rss, r_d, n)
-        r_aic, r_bic = information(r_rss, n, r_d) if math.isfinite(r_rss) else (math.inf,) * 2
+            f, p = f_test(rss * k, d, r_rss * k, r_d, m)
+        r_aic, r_bic = (information(r_rss * k, m, r_d) if math.isfinite(r_rss)
+                        else (math.inf, math.inf))  # fmt: skip
         tol = rss * (1.0 + 1e-9) + EXACT_FIT * ss
         note = UNDERFIT if relation == "richer" and not r_rss <= tol else ""
         rows.append(Rival(tuple(r_codes), tuple(r_names), relation, float(r_rss), int(r_d),
                           r_aic, r_bic, f, p, note))  # fmt: skip
     eligible = [r for r in rows if r.relation != "richer" or (r.p_value < alpha)]
     chosen = min(eligible, key=lambda r: (r.bic, r.n_params))
-    rule = (f"lowest BIC on the {part} ({n} samples) among the structure, its simpler "
+    size = f"{n} samples" if m == n else f"{n} samples, {m:.4g} effective"
+    rule = (f"lowest BIC on the {part} ({size}) among the structure, its simpler "
             f"neighbours and the richer ones an F-test supports (p < {alpha:g})")  # fmt: skip
     return RivalTable(tuple(rows), int(n), part, chosen.codes, rule, alpha)
 

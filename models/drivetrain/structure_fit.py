@@ -27,6 +27,8 @@ import pandas as pd
 from methods.errors import InputError
 from models.drivetrain.evidence import (
     Evidence,
+    ParameterInterval,
+    ResidualAnalysis,
     parameter_uncertainty,
     residual_analysis,
     rival_table,
@@ -192,6 +194,13 @@ def structure_evidence(
     part_name = "held-out tail" if n_fit < data.n else "whole record"
     resid = residual_analysis(e[part], data.u[part], max_lag=max_lag, confidence=confidence,
                               output=data.y[part])  # fmt: skip
+    n_eff = effective_samples(int(e[part].size), resid)
+    if n_eff < e[part].size:  # coloured residuals: the white-noise formulas are too sure
+        factor = float(np.sqrt(e[part].size / n_eff))
+        intervals = widened(intervals, factor)
+        notes.append(f"the residuals are not white (lag-1 autocorrelation "
+                     f"{resid.autocorrelation.values[0]:.3g}): intervals widened {factor:.3g}x "
+                     f"and the rivals judged on {n_eff:.4g} effective samples")  # fmt: skip
     table = None
     if rivals:
         codes = tuple(k.code for k in kinds)
@@ -206,9 +215,35 @@ def structure_evidence(
         best = (codes, names, float(e[part] @ e[part]), len(specs))
         y_part = data.y[part]
         ss = float(np.sum((y_part - y_part.mean()) ** 2))
-        table = rival_table(best, rows, int(e[part].size), part=part_name, alpha=alpha, ss=ss)
+        table = rival_table(best, rows, int(e[part].size), part=part_name, alpha=alpha, ss=ss,
+                            n_eff=n_eff)  # fmt: skip
     return Evidence(tuple(k.code for k in kinds), tuple(intervals), sigma, cond, level, resid,
                     table, tuple(notes))  # fmt: skip
+
+
+def effective_samples(n: int, residuals: ResidualAnalysis) -> float:
+    """``N (1 - r1) / (1 + r1)`` (AR(1) residuals, ``r1`` their lag-1 autocorrelation clipped
+    to [0, 0.999]) when the autocorrelation test fails, else ``N``: an error correlated over
+    ``(1 + r1) / (1 - r1)`` samples carries one sample's information per that many."""
+    if residuals.passed is None or residuals.autocorrelation.passed:
+        return float(n)
+    r1 = min(max(residuals.autocorrelation.values[0], 0.0), 0.999)
+    return n * (1.0 - r1) / (1.0 + r1)
+
+
+def widened(intervals: Sequence[ParameterInterval], factor: float) -> list[ParameterInterval]:
+    """The intervals ``factor`` times wider (standard errors with it), flagged when wider than
+    their box."""
+    out = []
+    for p in intervals:
+        se, lo, hi = p.stderr * factor, p.value - (p.value - p.lower) * factor, p.value + (
+            p.upper - p.value) * factor  # fmt: skip
+        note = p.note
+        if p.identifiable and hi - lo > p.box[1] - p.box[0]:
+            note = "not identifiable: its interval is wider than its box"
+        out.append(replace(p, stderr=se, lower=lo, upper=hi, note=note,
+                           identifiable=not note.startswith("not identifiable")))  # fmt: skip
+    return out
 
 
 def search_evidence(

@@ -219,3 +219,29 @@ def test_filter_adjoint_is_the_transpose_of_the_padded_filter(monkeypatch) -> No
     evidence.parameter_uncertainty(x, rng.normal(size=n), np.ones(1), ["p"], [(0, 2)],
                                    prefilter=slow, notes=notes)  # fmt: skip
     assert notes and "approximated" in notes[0]
+
+
+def test_coloured_residuals_count_fewer_effective_samples() -> None:
+    # AR(1) residuals with r1 = 0.9 carry the information of N (1 - 0.9) / (1 + 0.9) samples:
+    # a richer rival whose 2 % drop in RSS is significant over 2000 white samples is not over
+    # the 105 effective ones, and the criteria say so
+    from models.drivetrain.structure_fit import effective_samples, widened
+
+    rng = np.random.default_rng(9)
+    n = 2000
+    ar = np.zeros(n)
+    w = rng.normal(size=n)
+    for k in range(1, n):
+        ar[k] = 0.9 * ar[k - 1] + w[k]
+    resid = residual_analysis(ar, rng.normal(size=n))
+    m = effective_samples(n, resid)
+    r1 = resid.autocorrelation.values[0]
+    assert m == pytest.approx(n * (1 - r1) / (1 + r1)) and 80 < m < 140
+    assert effective_samples(n, residual_analysis(w, rng.normal(size=n))) == n
+    rows = [((2,), ("b",), 98.0, 3, "richer")]
+    assert not rival_table(((1,), ("a",), 100.0, 2), rows, n).agrees  # white: supported
+    table = rival_table(((1,), ("a",), 100.0, 2), rows, n, n_eff=m)
+    assert table.agrees and table.rows[1].p_value > 0.01 and "effective" in table.rule
+    (p,) = widened(parameter_uncertainty(np.ones((n, 1)), w, np.ones(1), ["p"],
+                                         [(0.0, 2.0)])[0], 3.0)  # fmt: skip
+    assert p.upper - p.lower == pytest.approx(3 * 2 * stats.t.ppf(0.975, n - 1) * p.stderr / 3)
