@@ -59,7 +59,7 @@ def checkpoint_dir(data_hash: str, study: DriveSearch) -> Path:
             "campaign",
             "validation_data",
             "rivals",
-        },  # fmt: skip
+        },
     )
     key = json.dumps([data_hash, settings_key, code_fingerprint()])
     return load_settings().home / "checkpoints" / hashlib.sha256(key.encode()).hexdigest()[:16]
