@@ -50,12 +50,13 @@ from models.drivetrain.submodels import MULTI_MASS, Submodel, is_valid
 
 REACHED = 2.0  # RSS / noise floor counted as "reached the floor"
 PARAM_TOL = 0.10
+WIDE = True  # issue 26's boxes (--boxes narrow: the data preset's default, issue 13's)
 
 
 def identify_truth(structure, rec):
     """(evaluation, settings) of the true structure alone with the data preset."""
     scales = estimate_scales(rec)
-    gp = data_settings(scales, position="position_rad" in rec)
+    gp = data_settings(scales, position="position_rad" in rec, wide=WIDE)
     start = tuple(sorted((k, float(v)) for k, v in gp.nominals))
     spec = IndividualSpec(tuple(structure), start, refine_above=0.0)
     return identify(spec, as_arrays(rec), gp, seed=0), gp
@@ -155,7 +156,7 @@ def run_search(args, bench: Bench) -> None:
             m = draw_machine(rng, i)
             rec = add_noise(simulate_machine(m), args.noise_percent, rng)
             try:
-                gp = data_settings(estimate_scales(rec), position=True)
+                gp = data_settings(estimate_scales(rec), position=True, wide=WIDE)
             except InputError:
                 kinds["refused by the scales"] += 1
                 continue
@@ -227,8 +228,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--structures", type=int, default=20)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--noise-percent", type=float, default=0.5)
+    parser.add_argument("--boxes", choices=["wide", "narrow"], default="wide")
     add_arguments(parser, repeats=1)
     args = parser.parse_args(argv)
+    global WIDE
+    WIDE = args.boxes == "wide"
     bench = Bench(f"drive_recovery-{args.mode}", "drive-recovery", args.repeats, args.json)
     {"single": run_single, "search": run_search, "kit": run_kit}[args.mode](args, bench)
     bench.finish()

@@ -162,13 +162,16 @@ class Scales:
                 "grid": [list(pair) for pair in self.grid],
                 "resonance_hz": self.resonance_hz}  # fmt: skip
 
-    def _estimate(self, name: str, fallback: float) -> tuple[float, tuple[float, float]]:
+    def _estimate(
+        self, name: str, fallback: float, spread: float = 0.0
+    ) -> tuple[float, tuple[float, float]]:
         """The estimate with a box a factor ``SPREAD`` either side when positive and
-        significant, else ``fallback`` with a box a factor ``FALLBACK_SPREAD`` either side."""
-        value = self.values[name]
+        significant, else ``fallback`` with a box a factor ``spread`` (default
+        ``FALLBACK_SPREAD``) either side."""
+        value, spread = self.values[name], spread or FALLBACK_SPREAD
         if value > 0 and value > 2 * self.stderr[name]:
             return value, (value / SPREAD, value * SPREAD)
-        return fallback, (fallback / FALLBACK_SPREAD, fallback * FALLBACK_SPREAD)
+        return fallback, (fallback / spread, fallback * spread)
 
     def check_explains(self) -> None:
         """``InputError`` when the fit explains nothing: R^2 below ``R2_MIN``, or an inertia
@@ -193,16 +196,44 @@ class Scales:
             "columns do not belong together)"
         )
 
-    def nominals(self) -> tuple[dict[str, float], dict[str, tuple[float, float]], float]:
-        """``(nominals, bounds, f_tanh)`` by the rules of the module docstring (issue 26: boxes
-        that hold any plausible machine)."""
-        J, dt, v_max, u_rms = self.values["J"], self.dt, self.v_max, self.u_rms
+    def nominals(
+        self, wide: bool = False
+    ) -> tuple[dict[str, float], dict[str, tuple[float, float]], float]:
+        """``(nominals, bounds, f_tanh)``: with ``wide`` the boxes of issue 26 (the module
+        docstring), else those of issue 13 (``narrow``, the ``data`` preset's default: the
+        wide boxes made the reference searched as a user's recording add a gravity torque in
+        3 of 3 seeds and EMPS searches 30x slower, ``benchmarks/drive_search.py``)."""
+        J = self.values["J"]
         if not J > 0:
             raise InputError(
                 f"scales from the data: the rigid-body fit gives a non-positive inertia "
                 f"({J:.4g}); give the parameters' nominals (--nominal) or a preset"
             )
         self.check_explains()
+        return self._wide() if wide else self._narrow()
+
+    def _narrow(self) -> tuple[dict[str, float], dict[str, tuple[float, float]], float]:
+        """Issue 13's boxes: inertias ``J/2`` in ``J/4..1.5 J``, significant friction
+        50..200 %, fallbacks x4, springs for ``3 rigid_hz``, the rest 50..200 %."""
+        J, dt, v_max, u_rms = self.values["J"], self.dt, self.v_max, self.u_rms
+        f_v, f_v_box = self._estimate("f_v", 0.1 * u_rms / v_max, 4.0)
+        m_c, m_c_box = self._estimate("M_C", 0.1 * u_rms, 4.0)
+        resonance = min(3 * (self.rigid_hz or 0.25 / dt), 0.25 / dt)
+        c = (2 * math.pi * resonance) ** 2 * J / 4
+        nominals = {"f_v": f_v, "M_C": m_c, "M_S": m_c / 2, "dq0": 0.1 * v_max,
+                    "T_1": 2 * dt, "T_d": 5 * dt, "alpha": 1e-3 * (self.q_range or v_max * dt),
+                    "M_G": -self.values["offset"]}  # fmt: skip
+        half = max(4 * abs(self.values["offset"]), 0.05 * u_rms)
+        bounds = {"M_G": (-half, half), "f_v": f_v_box, "M_C": m_c_box}
+        for i in range(1, 5):
+            nominals[f"J{i}"], bounds[f"J{i}"] = J / 2, (J / 4, 1.5 * J)
+        for i in range(1, 4):
+            nominals[f"c{i}"], nominals[f"d{i}"] = c, 0.1 * math.sqrt(c * J / 4)
+        return nominals, bounds, one_two_five(100.0 / v_max)
+
+    def _wide(self) -> tuple[dict[str, float], dict[str, tuple[float, float]], float]:
+        """Issue 26's boxes (module docstring)."""
+        J, dt, v_max, u_rms = self.values["J"], self.dt, self.v_max, self.u_rms
         f_v, f_v_box = self._estimate("f_v", 0.1 * u_rms / v_max)
         m_c, m_c_box = self._estimate("M_C", 0.1 * u_rms)
         nominals = {"f_v": f_v, "M_C": m_c, "M_S": m_c / 2, "dq0": 0.1 * v_max,

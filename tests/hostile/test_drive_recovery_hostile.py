@@ -21,7 +21,7 @@ def test_a_motor_with_a_quarter_of_the_inertia_is_inside_its_box() -> None:
     damping below its box too, and the search reported three masses."""
     truth = {"J1": 0.05, "J2": 0.15, "c1": 300.0, "d1": 0.3}
     rec = reference_recording(["two_mass", "viscous"], truth, inertia=0.2)
-    gp = data_settings(estimate_scales(rec), position=True)
+    gp = data_settings(estimate_scales(rec), position=True, wide=True)
     box = {s.name: (s.lower, s.upper) for k in Submodel for s in gp.specs(k)}
     for name, value in truth.items():
         assert box[name][0] < value < box[name][1], (name, value, box[name])
@@ -47,7 +47,7 @@ def test_the_true_structure_reaches_the_noise_floor(index: int, before: float) -
     structure alone ended at ``before`` times the noise floor; now within 1.5x (measured 1.28
     and 0.99; the floor is the RSS of the noise itself through the 25 Hz prefilter)."""
     m, clean, rec = oracle(index)
-    gp = data_settings(estimate_scales(rec), position=True)
+    gp = data_settings(estimate_scales(rec), position=True, wide=True)
     spec = IndividualSpec(m.structure, tuple(sorted(gp.nominals)), refine_above=0.0)
     ev = identify(spec, as_arrays(rec), gp)
     filt = lowpass(gp.identification.prefilter_hz, m.dt) or (lambda a: a)

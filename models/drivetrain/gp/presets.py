@@ -59,12 +59,15 @@ def emps_settings(*, position_weight: float = 1.0, **overrides: Any) -> GPSettin
     return replace(base, **overrides)
 
 
-def data_settings(scales: Scales, *, position: bool, **overrides: Any) -> GPSettings:
+def data_settings(
+    scales: Scales, *, position: bool, wide: bool = False, **overrides: Any
+) -> GPSettings:
     """GP settings centred on a recording's own scales (`models.drivetrain.scales`): its
     nominals, bounds and friction tanh gain; with a measured ``position`` the fit also matches
     it (``position_weight = 1``, as the EMPS preset: the position drift pins the offset).
-    ``overrides`` are further `GPSettings` fields."""
-    nominals, bounds, f_tanh = scales.nominals()
+    ``wide``: issue 26's boxes (``Scales.nominals``; not yet the default). ``overrides`` are
+    further `GPSettings` fields."""
+    nominals, bounds, f_tanh = scales.nominals(wide)
     identification = replace(IdentificationSettings(), position_weight=1.0 if position else 0.0)
     base = GPSettings(
         nominals=nominals,  # type: ignore[arg-type]  # normalised to sorted tuples

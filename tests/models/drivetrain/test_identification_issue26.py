@@ -33,7 +33,7 @@ LIGHT_MOTOR_HZ = math.sqrt(60.0 * (1 / 0.005 + 1 / 0.025)) / (2 * math.pi)
 
 
 def boxes(rec) -> dict[str, tuple[float, float]]:
-    gp = data_settings(estimate_scales(rec), position=True)
+    gp = data_settings(estimate_scales(rec), position=True, wide=True)
     return {s.name: (s.lower, s.upper) for k in Submodel for s in gp.specs(k)}
 
 
@@ -74,7 +74,7 @@ def test_time_constants_of_many_samples_are_inside() -> None:
 
 def objective(log_scale: bool) -> _Objective:
     rec = reference_recording(["two_mass", "coulomb", "gravity"])
-    gp = data_settings(estimate_scales(rec), position=False)
+    gp = data_settings(estimate_scales(rec), position=False, wide=True)
     ident = IdentificationSettings(jit=False, log_scale=log_scale)
     data = as_arrays(rec)
     sim = get_simulator(("two_mass", "coulomb", "gravity"), data.n, data.dt, **gp.kit_options())
@@ -130,7 +130,7 @@ def test_a_machine_without_friction_reaches_the_noise_floor() -> None:
     from the first noisy sample the fit ended at 69x the noise floor with M_G 0.9 % off; from
     the position's first samples it reaches the floor (1.02x) and M_G within 0.1 %."""
     m, clean, rec = oracle_machine(4)
-    gp = data_settings(estimate_scales(rec), position=True)
+    gp = data_settings(estimate_scales(rec), position=True, wide=True)
     start = tuple(sorted(gp.nominals))
     ev = identify(IndividualSpec(m.structure, start, refine_above=0.0), as_arrays(rec), gp)
     noise = (lowpass(gp.identification.prefilter_hz, m.dt) or (lambda a: a))(
@@ -147,7 +147,7 @@ def test_a_fit_stopped_by_its_budget_while_improving_goes_on() -> None:
     continued."""
     rec = reference_recording(["two_mass", "viscous"], LIGHT_MOTOR)
     data = as_arrays(rec)
-    gp = data_settings(estimate_scales(rec), position=False)
+    gp = data_settings(estimate_scales(rec), position=False, wide=True)
     start = tuple(sorted(gp.nominals))
     fits = {}
     for rounds in (0, 3):
@@ -166,7 +166,7 @@ def test_a_one_mass_keeps_a_narrow_inertia_box_and_a_typed_nominal_wins() -> Non
     Why: the one mass's lower corner sets the Coulomb tanh's stiffness and so the substeps
     (EMPS {1,5,6,8}: 60 s with the ladder's box, 9 s with its own)."""
     rec = reference_recording(["one_mass", "coulomb", "viscous"])
-    gp = data_settings(estimate_scales(rec), position=False)
+    gp = data_settings(estimate_scales(rec), position=False, wide=True)
     J = estimate_scales(rec).values["J"]
     (one,) = (s for s in gp.specs("one_mass") if s.name == "J1")
     (two,) = (s for s in gp.specs("two_mass") if s.name == "J1")
