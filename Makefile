@@ -62,6 +62,9 @@ bench: install
 	PYTHONPATH=. $(BIN)/python benchmarks/drive_timeline.py --refine-at-once off --breed-ahead 0 --repeats 3
 	PYTHONPATH=. $(BIN)/python benchmarks/emps_validation.py --repeats 3
 	PYTHONPATH=. $(BIN)/python benchmarks/paper_modes.py --seeds 5 --repeats 1
+	PYTHONPATH=. $(BIN)/python benchmarks/drive_recovery.py single --machines 30 --repeats 1
+	PYTHONPATH=. $(BIN)/python benchmarks/drive_recovery.py kit --structures 20 --repeats 1
+	PYTHONPATH=. $(BIN)/python benchmarks/drive_evidence.py --runs 100 --named-runs 3 --repeats 1
 	PYTHONPATH=. $(BIN)/python benchmarks/readme_figures.py
 
 clean:

@@ -2,6 +2,7 @@
 
     python benchmarks/drive_evidence.py [--runs 100] [--structure 1,5,6] [--noise-percent 1]
                                         [--named 2,5,6,7 --wrong 2,5,6 --named-runs 5]
+                                        [--repeats 1] [--json PATH]
 
 ``coverage``: ``--runs`` recordings of ``--structure`` (the reference excitation, true values
 off the nominals by ``TRUTH``, white velocity noise ``--noise-percent`` of the range, seeds
@@ -23,6 +24,7 @@ import time
 import numpy as np
 from scipy import stats
 
+from benchmarks._report import Bench, add_arguments
 from models.drivetrain import reference_recording
 from models.drivetrain.gp import GPSettings, IndividualSpec, as_arrays, identify
 from models.drivetrain.structure_fit import StructureFit, fit_settings, structure_evidence
@@ -40,7 +42,7 @@ def _recording(structure: str, seed: int, percent: float):
     return reference_recording(structure, overrides=truth, noise=noise, seed=seed), truth
 
 
-def coverage(structure: str, runs: int, percent: float) -> None:
+def coverage(structure: str, runs: int, percent: float, bench: Bench) -> None:
     settings = fit_settings(GPSettings(), n_starts=2)
     kinds = tuple(k.value for k in parse_structure(structure))
     hits: dict[str, int] = {}
@@ -63,10 +65,19 @@ def coverage(structure: str, runs: int, percent: float) -> None:
     for name, h in hits.items():
         med = statistics.median(errors[name])
         print(f"  {name}: {h}/{runs} covered, median |error| {100 * med:.3g} %")
+        bench.add(f"coverage_{name}", h, f"95 % interval of {name} covers the truth, of {runs} "
+                  f"recordings of {{{structure}}} ({low}..{high} for a correct procedure)",
+                  fmt=".0f", target=(">=", int(low)))  # fmt: skip
     print(f"  residual tests (99 %) pass: {passed}/{runs}")
+    bench.add(
+        "residuals_pass",
+        passed,
+        f"residual tests pass for the true structure, of {runs}",
+        fmt=".0f",
+    )
 
 
-def named(structure: str, wrong: str, runs: int, percent: float) -> None:
+def named(structure: str, wrong: str, runs: int, percent: float, bench: Bench) -> None:
     agree = caught = 0
     t0 = time.perf_counter()
     for seed in range(runs):
@@ -83,6 +94,18 @@ def named(structure: str, wrong: str, runs: int, percent: float) -> None:
     print(f"rival table, {{{structure}}} data, {percent:g} % noise, {runs} recordings: the fit "
           f"of the truth preferred in {agree}/{runs}; a fit of {{{wrong}}} names the truth in "
           f"{caught}/{runs}; {time.perf_counter() - t0:.0f} s")  # fmt: skip
+    bench.add(
+        "rivals_agree",
+        agree,
+        f"rival table prefers the fitted truth {{{structure}}}, of {runs} recordings",
+        fmt=".0f",
+    )
+    bench.add(
+        "rivals_name_truth",
+        caught,
+        f"rival table of a fit of {{{wrong}}} names the truth, of {runs} recordings",
+        fmt=".0f",
+    )
 
 
 def main() -> None:
@@ -93,11 +116,15 @@ def main() -> None:
     parser.add_argument("--named", default="2,5,6,7")
     parser.add_argument("--wrong", default="2,5,6")
     parser.add_argument("--named-runs", type=int, default=5)
+    add_arguments(parser, repeats=1)
     args = parser.parse_args()
-    if args.runs:
-        coverage(args.structure, args.runs, args.noise_percent)
-    if args.named_runs:
-        named(args.named, args.wrong, args.named_runs, args.noise_percent)
+    bench = Bench("drive_evidence", "drive", args.repeats, args.json)
+    for _ in bench.runs():
+        if args.runs:
+            coverage(args.structure, args.runs, args.noise_percent, bench)
+        if args.named_runs:
+            named(args.named, args.wrong, args.named_runs, args.noise_percent, bench)
+    bench.finish()
 
 
 if __name__ == "__main__":
