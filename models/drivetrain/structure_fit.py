@@ -47,6 +47,7 @@ from models.drivetrain.gp.evaluate import (
 from models.drivetrain.gp.operators import extensions, from_structure, simplifications
 from models.drivetrain.gp.recording import RecordingFile, as_arrays, evaluate_stored
 from models.drivetrain.gp.settings import GPSettings
+from models.drivetrain.gp.signals import initial_velocity
 from models.drivetrain.kit import assemble
 from models.drivetrain.product import DriveModel
 from models.drivetrain.simulate import CompiledSimulator, get_simulator
@@ -69,12 +70,7 @@ def _simulator(
 
 def start_velocity(data: RecordingArrays, settings: GPSettings) -> float:
     """The initial velocity the identification simulates from (the same as its own, so that
-    residuals, Jacobian and RSS here are those of the fit): ``gp.signals.initial_velocity``
-    where it exists (issue 26: a smoothed start), else the first sample."""
-    try:
-        from models.drivetrain.gp.signals import initial_velocity
-    except ImportError:  # the identification simulates from the first sample
-        return float(data.y[0])
+    residuals, Jacobian and RSS here are those of the fit): ``gp.signals.initial_velocity``."""
     q = data.q if settings.identification.position_weight > 0 else None
     return float(initial_velocity(data.y, q, data.dt))
 
