@@ -146,6 +146,29 @@ def import_reference(reference: str) -> Any:
     return getattr(module, attr)
 
 
+def construct(cls: type, reference: str, kind: str, *, timed: bool = False) -> Any:
+    """``cls()`` of a plugin class (``kind`` "model" or "system"), a failure as an `InputError`
+    naming the plugin: a constructor that needs arguments, or one that raised. ``timed``:
+    bounded by `GREYLAB_PLUGIN_TIMEOUT_S` (a `PluginTimeout` passes through)."""
+    try:
+        if timed:
+            return _timed(cls, what=f"the constructor {cls.__name__}() of {reference}")
+        return cls()
+    except PluginTimeout:
+        raise
+    except TypeError as exc:
+        detail = str(exc) if kind == "model" else first_line(exc)
+        raise InputError(
+            f"{kind} {short_repr(reference)}: the class needs a constructor without "
+            f"arguments ({detail}); or point at an instance"
+        ) from None
+    except Exception as exc:  # the plugin's constructor failed
+        raise InputError(
+            f"{kind} plugin {short_repr(reference)}: its constructor {cls.__name__}() "
+            f"failed: {first_line(exc)}"
+        ) from None
+
+
 def resolve_model(name_or_path: str | ResponseModel) -> Any:
     """A built-in name ("M1", "M2", "M3"), an entry-point name of group ``greylab.models`` or
     ``package.module:attribute`` -> model object.
@@ -166,20 +189,7 @@ def resolve_model(name_or_path: str | ResponseModel) -> Any:
                     f"model {short_repr(name_or_path)}: class {obj.__name__} has no response(p, "
                     "forces) method, so it is not a ResponseModel (not instantiated)"
                 )
-            try:
-                obj = _timed(obj, what=f"the constructor {obj.__name__}() of {name_or_path}")
-            except PluginTimeout:
-                raise
-            except TypeError as exc:
-                raise InputError(
-                    f"model {short_repr(name_or_path)}: the class needs a constructor without "
-                    f"arguments ({exc}); or point at an instance"
-                ) from None
-            except Exception as exc:  # the plugin's constructor failed
-                raise InputError(
-                    f"model plugin {short_repr(name_or_path)}: its constructor {obj.__name__}() "
-                    f"failed: {first_line(exc)}"
-                ) from None
+            obj = construct(obj, name_or_path, "model", timed=True)
         elif not isinstance(obj, ResponseModel):
             raise InputError(
                 f"model {short_repr(name_or_path)} is a {type(obj).__name__}, not a model: point at "

@@ -23,10 +23,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from methods.errors import InputError, first_line
+from methods.errors import InputError
 from models.registry import (
     add_allowed,
     allowed_references,
+    construct,
     entry_points_of,
     import_reference,
     is_reference,
@@ -131,18 +132,7 @@ def resolve_system(name: str) -> Any:
                 "method, so it is not an underactuated system (not instantiated); a system "
                 f"needs {list(REQUIRED)} (docs/models.md)"
             )
-        try:
-            obj = obj()
-        except TypeError as exc:
-            raise InputError(
-                f"system {short_repr(name)}: the class needs a constructor without arguments "
-                f"({first_line(exc)}); or point at an instance"
-            ) from None
-        except Exception as exc:  # the plugin's constructor failed
-            raise InputError(
-                f"system plugin {short_repr(name)}: its constructor {obj.__name__}() failed: "
-                f"{first_line(exc)}"
-            ) from None
+        obj = construct(obj, name, "system")
     elif not is_user_system(obj):
         raise InputError(
             f"system {short_repr(name)} is a {type(obj).__name__}, not a system: point at an object "
