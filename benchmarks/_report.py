@@ -2,10 +2,10 @@
 
 Every benchmark script runs its measurement ``--repeats`` times (``Bench.runs``), records each
 repeat's value of each figure (``Bench.add``; a ratio is always taken against a baseline
-measured in the same repeat) and ends with ``Bench.finish``: the README rows it backs -- the
+measured in the same repeat) and ends with ``Bench.finish``: the figure rows it backs -- the
 median and the range (min-max) over the repeats, and for each target in how many repeats it
 was met -- on stdout and as JSON in ``build/bench/<name>.json``, which
-``benchmarks/readme_figures.py`` turns into the README's generated figure blocks.
+``benchmarks/readme_figures.py`` turns into the generated figure blocks of docs/performance.md.
 
 A figure is numeric (a float per repeat) or text (a string per repeat, e.g. a structure or a
 count of solved problems; summarised by how many repeats gave each value).
@@ -88,7 +88,7 @@ def target_text(row: dict) -> str:
 
 
 def cells(row: dict) -> tuple[str, str, str]:
-    """(median, range over the runs, target) of one row as README table cells."""
+    """(median, range over the runs, target) of one row as table cells of docs/performance.md."""
     s, fmt, unit = summary(row), row["fmt"], row["unit"]
     runs = f"{s['n']} run{'s' if s['n'] != 1 else ''}"
     if "counts" in s:
@@ -165,7 +165,7 @@ class Bench:
     def add(self, key: str, value: float | str, what: str, *, unit: str = "", fmt: str = ".3g",
             target: tuple[str, float] | None = None, short: str = "") -> None:  # fmt: skip
         """Record this repeat's ``value`` of figure ``key`` (described by the other arguments;
-        ``target`` e.g. ``("<=", 10.0)``, ``short`` its name in README's list of targets)."""
+        ``target`` e.g. ``("<=", 10.0)``, ``short`` its name in the list of targets (docs/performance.md))."""
         if key not in self.figures:
             tgt = Target(target[0], float(target[1])) if target else None
             self.figures[key] = Figure(key, what, unit, fmt, tgt, short or what)
@@ -203,7 +203,7 @@ class Bench:
     def finish(self) -> dict:
         """Print the README rows this run backs and write them as JSON; returns the result."""
         result = self.result()
-        print(f"\n== README rows ({self.repeats} repeats, {result['wall_s']:.0f} s, load average "
+        print(f"\n== figure rows ({self.repeats} repeats, {result['wall_s']:.0f} s, load average "
               f"{result['load']['min']:.1f}-{result['load']['max']:.1f}) ==")  # fmt: skip
         print("| figure | median | range | target | command |")
         print("\n".join(table_rows(result)))

@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(
             "greylab: error: out of memory: the requested computation does not fit in this "
             "machine's memory; reduce its size (steps t_end/dt, tests, population x "
-            "generations) - see the limits in README.md\n"
+            "generations) - see the limits in docs/trust.md\n"
         )
         return 2
     except KeyboardInterrupt:

@@ -144,7 +144,7 @@ def parse_overrides(items: list[str] | None, option: str = "--set") -> dict[str,
 
 
 def allow_typed_models(references: list[str]) -> None:
-    """The CLI user's own model references (README: trust model) join the run's allow-list,
+    """The CLI user's own model references (docs/trust.md) join the run's allow-list,
     and a model file in the current folder becomes importable as ``file:attribute`` (as with
     ``python -m``), for this process and the workers it starts: only then, so no other
     command imports from the folder it runs in. Appended last: never shadows an installed

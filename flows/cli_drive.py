@@ -82,7 +82,7 @@ def identify(
     runner: Annotated[
         str,
         typer.Option(
-            help="thread (worker threads in this process; the faster on one machine, README) "
+            help="thread (worker threads in this process; the faster on one machine, docs/drive.md) "
             "or dask (a local cluster of processes, or the one at GREYLAB_DASK_ADDRESS)."
         ),
     ] = "thread",

@@ -59,7 +59,7 @@ def register(root: typer.Typer) -> None:
 
 
 def allow_typed_systems(references: list[str]) -> list[str]:
-    """The CLI user's own systems (README: trust model) join the run's allow-list, and a file
+    """The CLI user's own systems (docs/trust.md) join the run's allow-list, and a file
     of the current folder becomes importable as ``file:attr`` (``file.py:attr``), for this
     process and the workers it starts; only then, appended last (never shadows an installed
     module). Returns the normalised names."""

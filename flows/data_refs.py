@@ -1,7 +1,7 @@
 """What data a flow may read: ingested data by reference, or files inside allowed folders.
 
 A flow's `data`, `sensor_sheet` and `validation_data` (`PressStudy`, `DriveSearch`) may come
-from a dashboard user, so they name no arbitrary file of the worker (README "Trust model"):
+from a dashboard user, so they name no arbitrary file of the worker (docs/trust.md):
 
 - `campaign:<name>` or `campaign:<name>@<hash>`: ingested data of the worker's data root
   (`ingestion.references`); the validator builds the table once (content-addressed, under

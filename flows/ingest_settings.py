@@ -1,7 +1,7 @@
 """Settings of the ingestion flow `ingest-lab-data`: the single source of the Prefect form, the
 flow's parameters and the options of `greylab ingest` (flows/cli_settings.py).
 
-No folder is a setting (README, "Trust model of ingestion"): the worker's configuration names
+No folder is a setting (docs/trust.md, "Trust model of ingestion"): the worker's configuration names
 the inbox and the data root; `greylab ingest --inbox/--data-root` are the command's own options
 and configure only the CLI's process.
 """

@@ -1,6 +1,6 @@
 """Built-in model names and resolution of user models (``package.module:attribute``).
 
-Who may name code (README "Trust model"):
+Who may name code (docs/trust.md):
 
 - The Python API and the CLI user are trusted (they run their own code locally):
   `resolve_model("mypkg.spring:Spring")` imports it, and the CLI adds the references given on

@@ -1,5 +1,5 @@
 """`make bench` runs every benchmark, each with arguments it accepts and its repeats, then
-regenerates README's figure blocks from their JSON (``benchmarks/readme_figures.py``).
+regenerates the figure blocks of docs/performance.md from their JSON (``benchmarks/readme_figures.py``).
 
 The figures themselves vary per machine and are not tested; the plumbing is."""
 
@@ -43,13 +43,13 @@ def test_bench_repeats_then_regenerates_readme() -> None:
     lines = _bench_recipe().splitlines()
     runs = [line for line in lines if "benchmarks/" in line and "readme_figures" not in line]
     assert all(re.search(r"--repeats \d+", line) for line in runs), runs
-    assert "benchmarks/readme_figures.py" in lines[-1], "the README blocks come last"
+    assert "benchmarks/readme_figures.py" in lines[-1], "the figure blocks come last"
     names = {Path(line.split("benchmarks/")[1].split()[0]).stem for line in runs}
     assert {name.split("-")[0] for name in readme_figures.SOURCES} <= names
 
 
 def test_readme_has_every_figure_block() -> None:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = readme_figures.DOCUMENT.read_text(encoding="utf-8")
     found = [m.group(2) for m in readme_figures.BLOCK.finditer(text)]
     assert sorted(found) == sorted(readme_figures.BLOCKS), found
 

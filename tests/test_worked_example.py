@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-README = ROOT / "README.md"
+GUIDE = ROOT / "docs" / "press.md"  # the press guide holds the worked example
 
 
 def worked_example_block() -> list[str]:
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("### Your own model (examples/spring)") :]
+    text = GUIDE.read_text(encoding="utf-8")
+    section = text[text.index("## Your own model (examples/spring)") :]
     block = re.search(r"```bash\n(.*?)```", section, re.S)
     assert block is not None
     return [line for line in block.group(1).splitlines() if line.strip()]

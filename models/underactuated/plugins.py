@@ -1,4 +1,4 @@
-"""Which lab systems may run, and finding them (README "Trust model", docs/models.md).
+"""Which lab systems may run, and finding them (docs/trust.md, docs/models.md).
 
 The same three parties as for press models (models/registry.py):
 

@@ -120,7 +120,7 @@ def test_the_readme_example_is_a_valid_campaign_file(
 
     from models import registry
 
-    readme = Path(__file__).resolve().parents[2] / "README.md"
+    readme = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
     blocks = re.findall(r"```toml\n(.*?)```", readme.read_text(encoding="utf-8"), re.S)
     (example,) = [b for b in blocks if "[spring-1]" in b]
     monkeypatch.setenv(registry.ALLOWED_ENV, "spring:Spring,spring:StiffeningSpring")
