@@ -12,12 +12,18 @@ a PT1 ``T_1 i' = u - i`` in series at the input; the delay applies ``u(t - T_d)`
 
 The input is a continuous function of time (a feed-forward torque for a smooth reversing
 motion plus a broadband multisine, not the paper's jerk-limited profile), sampled at ``dt``.
+A machine without friction keeps any initial velocity offset for ever (nothing decays it):
+the plain plan starts at rest but its velocity multisine does not, so such a machine drifts by
+``-v_plan(0)`` and 3 of the first 30 moved one way only (refused by the scales, "need motion
+in both directions"). When its rigid-body motion (``rigid_velocity``) would not reverse, its
+plan is ``windowed``: the velocity itself fades in (``v = ramp s``), the torque is its exact
+feed-forward and gravity is held from the first sample (a released brake).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -25,6 +31,8 @@ from scipy.integrate import solve_ivp
 
 MASSES = {"one_mass": 1, "two_mass": 2, "three_mass": 3, "four_mass": 4}
 RAMP_S = 0.3  # the input fades in over this time [s]
+FRICTION = {"coulomb", "viscous", "stribeck"}
+REVERSE_SHARE = 0.2  # a motion reverses when it reaches this share of v_max both ways
 OTHERS = ("coulomb", "viscous", "stribeck", "gravity", "backlash", "current_control", "delay")
 
 
@@ -40,6 +48,7 @@ class Excitation:
     coulomb: float
     offset: float
     v_scale: float
+    windowed: bool = False  # the velocity plan fades in (module docstring)
 
     def __call__(self, t: float | np.ndarray) -> np.ndarray:
         t = np.asarray(t, float)
@@ -48,11 +57,18 @@ class Excitation:
             w = 2 * math.pi * hz
             v = v + amp * np.sin(w * t + ph)
             a = a + amp * w * np.cos(w * t + ph)
+        inside = np.clip(t / RAMP_S, 0.0, 1.0)
+        ramp = 0.5 * (1 - np.cos(math.pi * inside))
+        if self.windowed:  # v -> ramp v, a -> ramp' v + ramp a (ramp' is 0 at both ends)
+            slope = np.where(t < RAMP_S, 0.5 * math.pi / RAMP_S * np.sin(math.pi * inside), 0.0)
+            v, a = ramp * v, slope * v + ramp * a
         u = self.inertia * a + self.friction * v + self.coulomb * np.tanh(v / self.v_scale)
+        fast = np.zeros_like(t)
         for amp, hz, ph in self.fast:
-            u = u + amp * np.sin(2 * math.pi * hz * t + ph)
-        ramp = 0.5 * (1 - np.cos(math.pi * np.clip(t / RAMP_S, 0.0, 1.0)))
-        return ramp * (u - self.offset)  # from rest: u(0) = 0
+            fast = fast + amp * np.sin(2 * math.pi * hz * t + ph)
+        if self.windowed:
+            return u + ramp * fast - self.offset  # gravity held from t = 0
+        return ramp * (u + fast - self.offset)  # from rest: u(0) = 0
 
 
 @dataclass(frozen=True)
@@ -203,7 +219,25 @@ def draw_machine(rng: np.random.Generator, i: int, dt: float = 1e-3) -> Machine:
     exc = Excitation(slow, fast, total, p.get("f_v", 0.0), p.get("M_C", 0.0) + p.get("M_S", 0.0),
                      p.get("M_G", 0.0), 0.05 * v_max)  # fmt: skip
     kind = "+".join(structure)
-    return Machine(structure, p, f_tanh, exc, dt, 3.0, kind, {"v_max": v_max, "total": total})
+    m = Machine(structure, p, f_tanh, exc, dt, 3.0, kind, {"v_max": v_max, "total": total})
+    if not FRICTION & set(structure) and not _reverses(rigid_velocity(m), v_max):
+        m = replace(m, excitation=replace(exc, windowed=True))
+    return m
+
+
+def rigid_velocity(m: Machine) -> np.ndarray:
+    """The velocity of ``m`` as one rigid body without friction, ``J v' = u + M_G``, on its
+    grid (trapezoidal rule): what a frictionless machine does below its resonances."""
+    t = np.arange(round(m.duration / m.dt) + 1) * m.dt
+    acc = (m.excitation(t) + m.params.get("M_G", 0.0)) / sum(
+        v for k, v in m.params.items() if k.startswith("J")
+    )
+    return np.concatenate([[0.0], np.cumsum(0.5 * (acc[1:] + acc[:-1]) * m.dt)])
+
+
+def _reverses(v: np.ndarray, v_max: float) -> bool:
+    """Moves both ways by at least ``REVERSE_SHARE`` of the planned speed."""
+    return bool(v.min() < -REVERSE_SHARE * v_max and v.max() > REVERSE_SHARE * v_max)
 
 
 def _resonance_top(p: dict[str, float], n: int) -> float:
