@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from benchmarks._report import Bench, add_arguments
 from methods import fit_parameters
-from methods.press.core import compile_model
+from methods.press.lsq.core import compile_model
 from tests.methods.press import nist
 
 SOLVED_LRE = 6.0

@@ -49,7 +49,7 @@ def enumeration_seconds() -> float:
     sys.path.insert(0, str(GAUGES))
     from gauges import Frame
 
-    from methods.press.design import sensor_blocks
+    from methods.press.design.sensors import sensor_blocks
 
     M, _, _, _ = sensor_blocks(Frame(), None, sigma=dict.fromkeys(Frame.sensors, 0.5))
     rng = np.random.default_rng(0)

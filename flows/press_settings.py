@@ -10,9 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from flows.cli_settings import Cli, explained
 from flows.data_refs import checked_data, data_choices
-from methods.press.design import Criterion
-from methods.press.hypothesis import Correction, Statistic
-from methods.press.splits import SplitKind
+from methods.press.design.sensors import Criterion
+from methods.press.uncertainty.splits import SplitKind
+from methods.press.uncertainty.tables import Correction, Statistic
 from tasks.recorder import validate_experiment_name
 
 

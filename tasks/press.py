@@ -22,13 +22,13 @@ import pandas as pd
 from prefect import task
 
 import methods
-from methods.press import hypothesis
 from methods.press.data import to_cube
-from methods.press.design import SensorDesign
-from methods.press.detection import Detection
-from methods.press.estimation import ParameterFit
-from methods.press.normality import NormalityReport
-from methods.press.splits import Split
+from methods.press.design.sensors import SensorDesign
+from methods.press.lsq.estimation import ParameterFit
+from methods.press.uncertainty import hypothesis
+from methods.press.uncertainty.detection import Detection
+from methods.press.uncertainty.normality import NormalityReport
+from methods.press.uncertainty.splits import Split
 from models.press import simulate_press
 from models.registry import resolve_model
 from schemas.press import (

@@ -103,7 +103,7 @@ class PressPyfunc(_Spec):
         self.covariance = np.asarray(covariance, dtype=float)
 
     def predict(self, context: Any, model_input: pd.DataFrame, params: Any = None) -> pd.DataFrame:
-        from methods.press.prediction import predict_displacements
+        from methods.press.uncertainty.prediction import predict_displacements
 
         steps, forces = press_scenario(model_input)
         sensors = _requested_sensors(model_input, list(self.model.sensors))

@@ -101,7 +101,7 @@ def validate_model(
             wrapper.model, data, model_uri=model_uri, model_run_id=run_id,
             emps_decimate=emps_decimate,
         )  # fmt: skip
-    from methods.press.prediction import validate_predictions
+    from methods.press.uncertainty.prediction import validate_predictions
     from schemas.press import load_press_table, load_sensor_sheet
 
     frame = load_press_table(data)

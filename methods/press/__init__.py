@@ -1,5 +1,9 @@
 """Model-uncertainty detection for the press (docs/methods.md section 1).
 
+Subpackages by concern: ``lsq`` (least squares: LM, problem, fits, covariance), ``design``
+(sensor design, branch-and-bound), ``uncertainty`` (splits, statistics and corrections tables,
+tests, normality, ellipsoids, prediction); ``data`` and ``plots`` here.
+
 Pipeline: ``correct_to_setpoints`` -> ``check_normality`` -> ``sensor_design`` ->
 ``fit_parameters`` -> ``detect_model_uncertainty`` (or, for orchestration, ``prepare`` ->
 ``make_splits`` -> ``run_split_batch`` per batch -> ``combine_tests``). The fitting functions
@@ -14,29 +18,28 @@ from methods._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from methods.press.data import PressData, correct_to_setpoints, sigma_from_repeats, to_cube
-    from methods.press.design import Criterion, SensorDesign, sensor_design
-    from methods.press.detection import Detection
-    from methods.press.ellipsoid import Ellipsoid
-    from methods.press.estimation import ParameterFit, fit_parameters
-    from methods.press.hypothesis import (
-        Correction,
+    from methods.press.design.sensors import Criterion, SensorDesign, sensor_design
+    from methods.press.lsq.estimation import ParameterFit, fit_parameters
+    from methods.press.lsq.lm import StopReason
+    from methods.press.uncertainty.detection import Detection
+    from methods.press.uncertainty.ellipsoid import Ellipsoid
+    from methods.press.uncertainty.hypothesis import (
         FitNotConvergedError,
         Prepared,
-        Statistic,
         combine_tests,
         detect_model_uncertainty,
         prepare,
         run_split_batch,
     )
-    from methods.press.lm import StopReason
-    from methods.press.normality import NormalityReport, check_normality
-    from methods.press.prediction import (
+    from methods.press.uncertainty.normality import NormalityReport, check_normality
+    from methods.press.uncertainty.prediction import (
         PressPrediction,
         PressValidation,
         predict_displacements,
         validate_predictions,
     )
-    from methods.press.splits import Split, SplitKind, make_splits
+    from methods.press.uncertainty.splits import Split, SplitKind, make_splits
+    from methods.press.uncertainty.tables import Correction, Statistic
 
 __all__ = [
     "Correction",
@@ -77,30 +80,30 @@ __getattr__ = lazy_exports(
         "correct_to_setpoints": "data",
         "sigma_from_repeats": "data",
         "to_cube": "data",
-        "Criterion": "design",
-        "SensorDesign": "design",
-        "sensor_design": "design",
-        "Detection": "detection",
-        "Ellipsoid": "ellipsoid",
-        "ParameterFit": "estimation",
-        "fit_parameters": "estimation",
-        "Correction": "hypothesis",
-        "FitNotConvergedError": "hypothesis",
-        "Prepared": "hypothesis",
-        "Statistic": "hypothesis",
-        "combine_tests": "hypothesis",
-        "detect_model_uncertainty": "hypothesis",
-        "prepare": "hypothesis",
-        "run_split_batch": "hypothesis",
-        "StopReason": "lm",
-        "NormalityReport": "normality",
-        "check_normality": "normality",
-        "PressPrediction": "prediction",
-        "PressValidation": "prediction",
-        "predict_displacements": "prediction",
-        "validate_predictions": "prediction",
-        "Split": "splits",
-        "SplitKind": "splits",
-        "make_splits": "splits",
+        "Criterion": "design.sensors",
+        "SensorDesign": "design.sensors",
+        "sensor_design": "design.sensors",
+        "Detection": "uncertainty.detection",
+        "Ellipsoid": "uncertainty.ellipsoid",
+        "ParameterFit": "lsq.estimation",
+        "fit_parameters": "lsq.estimation",
+        "Correction": "uncertainty.tables",
+        "FitNotConvergedError": "uncertainty.hypothesis",
+        "Prepared": "uncertainty.hypothesis",
+        "Statistic": "uncertainty.tables",
+        "combine_tests": "uncertainty.hypothesis",
+        "detect_model_uncertainty": "uncertainty.hypothesis",
+        "prepare": "uncertainty.hypothesis",
+        "run_split_batch": "uncertainty.hypothesis",
+        "StopReason": "lsq.lm",
+        "NormalityReport": "uncertainty.normality",
+        "check_normality": "uncertainty.normality",
+        "PressPrediction": "uncertainty.prediction",
+        "PressValidation": "uncertainty.prediction",
+        "predict_displacements": "uncertainty.prediction",
+        "validate_predictions": "uncertainty.prediction",
+        "Split": "uncertainty.splits",
+        "SplitKind": "uncertainty.splits",
+        "make_splits": "uncertainty.splits",
     },
 )

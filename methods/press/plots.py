@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from methods.press.data import to_cube
-from methods.press.prediction import Z95
+from methods.press.uncertainty.prediction import Z95
 
 
 def _plt():

@@ -17,7 +17,7 @@ from typer.core import TyperOption
 from flows.cli import main
 from flows.drive_settings import DrivePreset, DriveSearch
 from flows.press_settings import PressStudy
-from methods.press.hypothesis import Correction, Statistic
+from methods.press.uncertainty.tables import Correction, Statistic
 from models.drivetrain.gp.presets import emps_settings, paper_settings
 from models.drivetrain.gp.settings import GPSettings
 

@@ -184,7 +184,7 @@ def test_a_changed_file_under_methods_recomputes(tmp_path: Path) -> None:
 
     assert run()["cache"]["status"] == "miss"
     assert run()["cache"]["status"] == "hit"
-    core = copy / "methods" / "press" / "core.py"
+    core = copy / "methods" / "press" / "lsq" / "core.py"
     core.write_text(core.read_text() + "\n# a numerical fix would go here\n")
     after = run()["cache"]
     assert after["status"] == "miss", after

@@ -63,7 +63,7 @@ RUN = """
 import sys, threading, time
 from methods.errors import InputError
 from models.registry import allow_models, resolve_model
-from methods.press.core import compile_model
+from methods.press.lsq.core import compile_model
 
 def attempt(what):
     start = time.perf_counter()

@@ -122,7 +122,7 @@ def _fresh(registry: dict[str, Any], model_uri: str, frame: pd.DataFrame, jit: P
 
 
 def test_registered_press_model_in_a_fresh_process(registry: dict[str, Any]) -> None:
-    from methods.press.prediction import predict_displacements
+    from methods.press.uncertainty.prediction import predict_displacements
     from models.press import M3
 
     press, client = registry["press"], registry["tracker"].client

@@ -88,7 +88,7 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def _core(store: dict[str, Any], forces: Any, sensors: list[str] | None = None) -> pd.DataFrame:
-    from methods.press.prediction import predict_displacements
+    from methods.press.uncertainty.prediction import predict_displacements
     from models.press import M3
 
     fit = store["fit"]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from methods import InputError
-from methods.press.design import branch_and_bound
+from methods.press.design.sensors import branch_and_bound
 
 
 def _blocks(rng, n_c: int, n_p: int) -> np.ndarray:
@@ -20,7 +20,7 @@ def _blocks(rng, n_c: int, n_p: int) -> np.ndarray:
 
 
 def _criterion(F: np.ndarray, chosen: tuple[int, ...], criterion: str) -> float:
-    """The design criterion of the chosen sensors, from the definitions (methods/press/bnb.py):
+    """The design criterion of the chosen sensors, from the definitions (methods/press/design/bnb.py):
     information M = sum of the chosen F_c, covariance C = M^-1; A = tr C, D = log det C,
     E = lambda_max(C) = 1 / lambda_min(M); inf when M is singular (no unique estimate)."""
     M = F[list(chosen)].sum(axis=0)

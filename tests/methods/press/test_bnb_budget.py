@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from methods import InputError
-from methods.press.bnb import DesignResult
-from methods.press.design import branch_and_bound
+from methods.press.design.bnb import DesignResult
+from methods.press.design.sensors import branch_and_bound
 from tests.methods.press.test_bnb import _blocks, _criterion, _relative_gap
 
 
@@ -210,7 +210,7 @@ def test_linear_minimum_of_the_frank_wolfe_bound_against_an_lp(seed) -> None:
     ``min g . s, 0 <= s <= 1`` under the node's rows: never above it (valid), and equal."""
     from scipy.optimize import linprog
 
-    from methods.press.bnb_relax import linear_min
+    from methods.press.design.bnb_relax import linear_min
 
     rng = np.random.default_rng(seed)
     n = 12

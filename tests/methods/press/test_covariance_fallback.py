@@ -1,5 +1,5 @@
 """Bard's second-order covariance ``C = A^-1 M A^-1`` and its fallback to ``C1 = M^-1`` when
-``A = J^T Omega J + S`` is not positive definite (methods/press/covariance.py).
+``A = J^T Omega J + S`` is not positive definite (methods/press/lsq/covariance.py).
 
 Oracle: one-parameter models ``y_j = g(p, x_j)`` (``x_j = q_j / 1000``) whose derivatives are
 known by hand (``y = p^2 x``: ``J = 2 p x``, ``H = 2 x``; ``y = exp(p x)``: ``J = x e^{px}``,
@@ -22,7 +22,7 @@ from typing import ClassVar
 import casadi as ca
 import numpy as np
 
-from methods.press.estimation import fit_parameters
+from methods.press.lsq.estimation import fit_parameters
 from tests.methods.press.helpers import table_from
 
 Q = np.array([250.0, 500.0, 750.0, 1000.0])

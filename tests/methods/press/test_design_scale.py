@@ -14,8 +14,8 @@ import pytest
 
 import methods
 from methods import InputError
-from methods.press import design_search
-from methods.press.design import sensor_blocks, sensor_design
+from methods.press.design import search as design_search
+from methods.press.design.sensors import sensor_blocks, sensor_design
 from models.press import M3
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -53,7 +53,7 @@ def test_branch_and_bound_finds_the_enumerated_optimum(criterion, monkeypatch) -
     assert exact.search["method"] == "enumeration" and exact.search["subsets"] == len(values)
     assert exact.best[criterion] == pytest.approx(optimum, rel=1e-9)
     monkeypatch.setattr(design_search, "ENUMERATION_LIMIT", 10)  # force the search
-    monkeypatch.setattr("methods.press.design.ENUMERATION_LIMIT", 10)
+    monkeypatch.setattr("methods.press.design.sensors.ENUMERATION_LIMIT", 10)
     found = sensor_design(FRAME, None, n_sensors=5, criterion=criterion, sigma=SIGMA,
                           candidates=FIRST_16, gap_tol=1e-3)  # fmt: skip
     assert found.search["method"] == "branch-and-bound" and found.search["proven"]

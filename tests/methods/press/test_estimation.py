@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from methods import InputError, correct_to_setpoints, fit_parameters
-from methods.press.core import compile_model
+from methods.press.lsq.core import compile_model
 from models.press import M3, TRUE_STIFFNESS, PressModel, simulate_press
 from tests.methods.press.helpers import Decay, Linear, table_from
 

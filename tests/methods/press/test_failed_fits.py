@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from methods import InputError, combine_tests, make_splits, prepare, run_split_batch
-from methods.press.detection import INCONCLUSIVE, PASSES, REJECTED
-from methods.press.hypothesis import MAX_FAILED_FRACTION, FitNotConvergedError
+from methods.press.uncertainty.detection import INCONCLUSIVE, PASSES, REJECTED
+from methods.press.uncertainty.hypothesis import MAX_FAILED_FRACTION, FitNotConvergedError
 from tests.methods.press.helpers import Decay, table_from
 
 

@@ -15,7 +15,8 @@ from methods import (
     prepare,
     run_split_batch,
 )
-from methods.press.hypothesis import Correction, decisions
+from methods.press.uncertainty.hypothesis import decisions
+from methods.press.uncertainty.tables import Correction
 from models.press import M1, M2, M3, simulate_press
 
 MODELS = {"M1": M1, "M2": M2, "M3": M3}

@@ -16,8 +16,9 @@ import numpy as np
 import pytest
 
 from methods import fit_parameters
-from methods.press.core import compile_model, parameter_arrays, solve_ls
-from methods.press.lm import StopReason, stationarity
+from methods.press.lsq.core import compile_model, parameter_arrays, solve_ls
+from methods.press.lsq.lm import StopReason, stationarity
+from methods.press.lsq.problem import LSProblem
 from tests.methods.press import nist
 
 CASES = [(name, start) for name in nist.MODELS for start in (1, 2)]
@@ -54,7 +55,13 @@ def _raw(name: str, start: int, **kw):
     q = nist.table(data)["force_setpoint_N"].to_numpy()
     comp = compile_model(model, q.size)
     _, p0, scale, lo, hi = parameter_arrays(model)
-    return data, comp, q, scale, solve_ls(comp, q, data.y, np.ones(q.size), p0, scale, lo, hi, **kw)
+    return (
+        data,
+        comp,
+        q,
+        scale,
+        solve_ls(LSProblem(comp, q, data.y, np.ones(q.size), p0, scale, lo, hi), **kw),
+    )
 
 
 @pytest.mark.parametrize(("name", "start"), CASES)

@@ -11,7 +11,7 @@ import pytest
 
 from methods import InputError, correct_to_setpoints, fit_parameters
 from methods.press import PressValidation, predict_displacements, validate_predictions
-from methods.press.prediction import Z95
+from methods.press.uncertainty.prediction import Z95
 from methods.validation import output_metrics
 from models.press import M1, M3, simulate_press
 from tests.methods.press.helpers import table_from

@@ -30,9 +30,9 @@ import numpy as np
 import pandas as pd
 
 from methods.errors import InputError
-from methods.press.core import compile_model
 from methods.press.data import COLUMNS, correct_to_setpoints, resolve_sigma
-from methods.press.estimation import model_data
+from methods.press.lsq.core import compile_model
+from methods.press.lsq.estimation import model_data
 from methods.validation import output_metrics
 
 #: Two-sided 95 % quantile of the standard normal distribution.

@@ -7,13 +7,14 @@ validation set; ``d = p_val - p_cal``;
   disjoint data ``d ~ N(0, C_cal + C_val)``, so ``T ~ chi2_{n_p}``;
 - ``paper``: ``T = d^T C_cal^-1 d`` (the seed's ellipsoid test; too liberal for halves);
 
-``alpha_min = 1 - F_chi2_{n_p}(T)``. Family-wise error over the tests by Bonferroni
+``alpha_min = 1 - F_chi2_{n_p}(T)``. Each statistic and correction is one row of ``tables``
+(covariance, null distribution, decision rule); an unknown name is refused. Family-wise error over the tests by Bonferroni
 (reject test t if ``alpha_t < TOL / n_tests``) or Holm's step-down (sorted p-values
 ``alpha_(r) < TOL / (n_tests - r)``, r = 0.., stop at the first failure). The model is
 rejected ("model uncertainty detected") when any test rejects.
 
 Failed fits: a test counts only when both its fits passed the solver's convergence test
-(``methods.press.lm``) and are identifiable; otherwise it gets no p-value (``alpha_min`` and
+(``methods.press.lsq.lm``) and are identifiable; otherwise it gets no p-value (``alpha_min`` and
 ``T`` NaN, ``ok`` False, ``failure`` says why), never rejects, and is counted in
 ``n_failed``. Rule: when more than ``MAX_FAILED_FRACTION`` (10 %) of the tests run failed,
 or fewer than ``MIN_VALID_TESTS`` (1) remain, the verdict is "inconclusive" (``rejected``
@@ -31,20 +32,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import special
 
 from methods.errors import InputError
-from methods.press.batch import covariance_batch, solve_ls_batch
-from methods.press.core import compile_model, parameter_arrays
 from methods.press.data import resolve_sigma
-from methods.press.detection import Detection
-from methods.press.estimation import fit_parameters, model_data
-from methods.press.splits import Split, SplitKind, make_splits, parse_enum
+from methods.press.lsq.batch import covariance_batch, solve_ls_batch
+from methods.press.lsq.core import compile_model, parameter_arrays
+from methods.press.lsq.estimation import fit_parameters, model_data
+from methods.press.lsq.problem import LSProblem
+from methods.press.uncertainty.detection import Detection
+from methods.press.uncertainty.splits import Split, SplitKind, make_splits, parse_enum
+from methods.press.uncertainty.tables import (
+    Correction,
+    Statistic,
+    correction_row,
+    statistic_row,
+)
 
 MAX_FAILED_FRACTION = 0.10
 MIN_VALID_TESTS = 1
@@ -52,22 +58,6 @@ MIN_VALID_TESTS = 1
 
 class FitNotConvergedError(InputError):
     """The full-data fit did not converge: no test can be built on it."""
-
-
-class Statistic(StrEnum):
-    """difference: d'(C_cal + C_val)^-1 d of two independent estimates; paper: d'C_cal^-1 d
-    (the paper's, rejects a correct model far too often)."""
-
-    DIFFERENCE = "difference"
-    PAPER = "paper"
-
-
-class Correction(StrEnum):
-    """bonferroni: every test at tol / n; holm: Holm's step-down (same family-wise level,
-    more power)."""
-
-    BONFERRONI = "bonferroni"
-    HOLM = "holm"
 
 
 @dataclass(frozen=True)
@@ -92,7 +82,7 @@ class Prepared:
     scale: np.ndarray
     lower: np.ndarray
     upper: np.ndarray
-    statistic: Statistic = Statistic.DIFFERENCE
+    statistic: Statistic | str = Statistic.DIFFERENCE
 
 
 def prepare(
@@ -108,7 +98,8 @@ def prepare(
     Raises ``FitNotConvergedError`` (an ``InputError``) when the full-data fit does not pass
     the convergence test: every split fit would start from an arbitrary point.
     """
-    stat = parse_enum(Statistic, statistic, "statistic")
+    statistic_row(statistic)  # refuses a statistic without a row in tables.STATISTICS
+    stat = str(statistic)
     data, cols = model_data(model, table, sensors)
     sig, _ = resolve_sigma(sigma, data)
     names, _, scale, lo, hi = parameter_arrays(model)
@@ -145,15 +136,20 @@ def _fit_many(
     wt[:, :, prep.cols] = wt_sel
     zbar, wt = zbar.reshape(n, -1), wt.reshape(n, -1)
     comp = compile_model(prep.model, n_q)
-    P, _, ok = solve_ls_batch(
+    problem = LSProblem(
         comp, prep.setpoints, zbar, wt, prep.start, prep.scale, prep.lower, prep.upper
     )
+    P, _, ok = solve_ls_batch(problem)
     C, ident = covariance_batch(comp, prep.setpoints, P, zbar, wt, prep.scale)
     return P, C, ok, ident
 
 
-def statistic_value(d: np.ndarray, C_cal: np.ndarray, C_val: np.ndarray, kind: Statistic) -> float:
-    V = C_cal + C_val if kind is Statistic.DIFFERENCE else C_cal
+def statistic_value(
+    d: np.ndarray, C_cal: np.ndarray, C_val: np.ndarray, kind: Statistic | str
+) -> float:
+    """``T = d^T V^-1 d`` with ``V`` from the statistic's row (``tables.STATISTICS``); NaN
+    where ``V`` is not finite. An unknown statistic raises ``InputError``."""
+    V = statistic_row(kind).covariance(C_cal, C_val)
     if not np.all(np.isfinite(V)):
         return np.nan
     return float(d @ np.linalg.solve(V, d))
@@ -168,9 +164,8 @@ def run_split_batch(
     identifiable has ``ok`` False, ``T`` and ``alpha_min`` NaN and the reason in ``failure``
     ("" when ok).
     """
-    kind = (
-        prepared.statistic if statistic is None else parse_enum(Statistic, statistic, "statistic")
-    )
+    kind = prepared.statistic if statistic is None else statistic
+    p_value = statistic_row(kind).p_value  # refuses a name without a row
     n_m, n_q, _ = prepared.z.shape
     n_p = len(prepared.names)
     if not splits:
@@ -200,7 +195,7 @@ def run_split_batch(
         row.update({f"p_cal_{n}": v for n, v in zip(prepared.names, p_cal.tolist())})
         row.update({f"p_val_{n}": v for n, v in zip(prepared.names, p_val.tolist())})
         row["T"] = T
-        row["alpha_min"] = float(special.chdtrc(n_p, T)) if np.isfinite(T) else np.nan
+        row["alpha_min"] = p_value(T, n_p) if np.isfinite(T) else np.nan
         row["ok"] = not why
         row["failure"] = "; ".join(why)
         rows.append(row)
@@ -208,22 +203,12 @@ def run_split_batch(
 
 
 def decisions(
-    alpha: np.ndarray, tol: float, correction: Correction
+    alpha: np.ndarray, tol: float, correction: Correction | str
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per-test rejection and threshold (NaN p-values never reject)."""
-    m = alpha.size
-    a = np.where(np.isfinite(alpha), alpha, np.inf)
-    if correction is Correction.BONFERRONI:
-        thr = np.full(m, tol / m)
-        return a < thr, thr
-    order = np.argsort(a, kind="stable")
-    thr = np.empty(m)
-    thr[order] = tol / (m - np.arange(m))
-    passed = a[order] < thr[order]
-    k = m if passed.all() else int(np.argmin(passed))  # first sorted test that fails
-    rej = np.zeros(m, dtype=bool)
-    rej[order[:k]] = True
-    return rej, thr
+    """Per-test rejection and threshold by the correction's row (``tables.CORRECTIONS``); NaN
+    p-values never reject. An unknown correction raises ``InputError``."""
+    decide = correction_row(correction).decide
+    return decide(np.where(np.isfinite(alpha), alpha, np.inf), tol)
 
 
 def combine_tests(
@@ -240,7 +225,7 @@ def combine_tests(
 
     ``n_tests`` (default: number of rows) is the family size of the correction.
     """
-    corr = parse_enum(Correction, correction, "correction")
+    correction_row(correction)  # refuses a correction without a row in tables.CORRECTIONS
     if not 0.0 < tol < 1.0:
         raise InputError(f"tol must lie in (0, 1), got {tol}")
     tests = rows if isinstance(rows, pd.DataFrame) else pd.concat(list(rows), ignore_index=True)
@@ -249,7 +234,7 @@ def combine_tests(
     if m < len(tests) or m < 1:
         raise InputError(f"n_tests={m} is smaller than the {len(tests)} tests given")
     alpha = tests["alpha_min"].to_numpy(float)
-    rej, thr = decisions(np.concatenate([alpha, np.ones(m - len(tests))]), tol, corr)
+    rej, thr = decisions(np.concatenate([alpha, np.ones(m - len(tests))]), tol, correction)
     tests = tests.assign(threshold=thr[: len(tests)], rejected=rej[: len(tests)])
     warnings = []
     ok = tests["ok"].astype(bool).to_numpy() if "ok" in tests else np.isfinite(alpha)
@@ -268,7 +253,7 @@ def combine_tests(
             f" {MAX_FAILED_FRACTION:.0%} or fewer than {MIN_VALID_TESTS} valid test(s) left)"
         )
     return Detection(
-        model=model, split=split, statistic=str(statistic), correction=corr.value,
+        model=model, split=split, statistic=str(statistic), correction=str(correction),
         tol=float(tol), n_tests=m, rejected=bool(rej.any()) and not inconclusive,
         alpha_min=alpha, threshold=float(tol / m), tests=tests, n_rejections=int(rej.sum()),
         warnings=tuple(warnings), n_failed=n_failed, inconclusive=inconclusive,
@@ -293,10 +278,10 @@ def detect_model_uncertainty(
     """Algorithm 1 on a table corrected to setpoints (``correct_to_setpoints``).
 
     ``n_tests`` splits of kind ``split`` (capped at the number of distinct splits, see
-    ``methods.press.splits``), statistic, correction and ``tol`` as in the module docstring.
+    ``methods.press.uncertainty.splits``), statistic, correction and ``tol`` as in the module docstring.
     ``progress(done, total)`` is called after every batch of tests.
     """
-    corr = parse_enum(Correction, correction, "correction")
+    correction_row(correction)  # refused before the fit
     kind = parse_enum(SplitKind, split, "split")
     prep = prepare(model, table, sensors=sensors, sigma=sigma, statistic=statistic)
     splits = make_splits(
@@ -308,8 +293,8 @@ def detect_model_uncertainty(
         if progress is not None:
             progress(min(start + step, len(splits)), len(splits))
     det = combine_tests(
-        batches, tol, corr, model=str(getattr(model, "name", type(model).__name__)),
-        split=kind.value, statistic=prep.statistic.value,
+        batches, tol, correction, model=str(getattr(model, "name", type(model).__name__)),
+        split=kind.value, statistic=str(prep.statistic),
     )  # fmt: skip
     if len(splits) < n_tests:
         note = f"only {len(splits)} distinct {kind.value} split(s) exist; ran those"

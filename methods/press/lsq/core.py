@@ -27,7 +27,8 @@ import casadi as ca
 import numpy as np
 
 from methods.errors import InputError
-from methods.press.lm import StopReason, Tolerances, levenberg_marquardt
+from methods.press.lsq.lm import StopReason, Tolerances, levenberg_marquardt
+from methods.press.lsq.problem import LSProblem
 from methods.timeouts import call_with_time_limit
 
 EPS = float(np.finfo(float).eps)
@@ -133,7 +134,7 @@ def compile_model(model: Any, n_q: int) -> CompiledModel:
 @dataclass(frozen=True)
 class LSResult:
     """``p`` estimates (model units), ``cost`` 1/2 weighted RSS (aggregated), ``success``
-    (only when ``reason.converged``: the test of ``methods.press.lm``), ``message`` in words,
+    (only when ``reason.converged``: the test of ``methods.press.lsq.lm``), ``message`` in words,
     ``n_iter`` (all LM iterations, fallback included), ``reason``, ``optimality``
     (``||P_J r|| / ||r||``) and ``condition`` (cond of the column-scaled Jacobian)."""
 
@@ -148,13 +149,14 @@ class LSResult:
 
 
 def _residual_fns(
-    comp: CompiledModel, q: np.ndarray, zbar: np.ndarray, wt: np.ndarray, scale: np.ndarray
+    problem: LSProblem,
 ) -> tuple[
     Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]], Callable[..., np.ndarray]
 ]:
     """Weighted residuals ``r = sqrt(wt) (h(x scale) - zbar)`` and scaled Jacobian for one
-    problem, in the (N = 1) batch layout of ``methods.press.lm``; and ``S`` scaled."""
-    sw = np.sqrt(wt)
+    problem, in the (N = 1) batch layout of ``methods.press.lsq.lm``; and ``S`` scaled."""
+    comp, q, zbar, scale = problem.comp, problem.q, problem.zbar, problem.scale
+    sw = np.sqrt(problem.wt)
 
     def evaluate(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         with np.errstate(all="ignore"):
@@ -210,14 +212,7 @@ def _trf(
 
 
 def solve_ls(
-    comp: CompiledModel,
-    q: np.ndarray,
-    zbar: np.ndarray,
-    wt: np.ndarray,
-    p0: np.ndarray,
-    scale: np.ndarray,
-    lower: np.ndarray,
-    upper: np.ndarray,
+    problem: LSProblem,
     *,
     tol: Tolerances = Tolerances(),  # noqa: B008 - frozen dataclass
     second_order: bool = True,
@@ -225,19 +220,22 @@ def solve_ls(
 ) -> LSResult:
     """Minimise ``1/2 sum_l wt_l (h_l(p) - zbar_l)^2`` in scaled ``x = p / scale``.
 
-    ``zbar``, ``wt``: flat (n_q*n_S,). Levenberg-Marquardt of ``methods.press.lm`` (its
+    ``problem``: one fit (``zbar``, ``wt`` flat (n_q*n_S,)). Levenberg-Marquardt of ``methods.press.lsq.lm`` (its
     convergence test decides ``success``); full Hessian ``J^T W J + S`` after 15 iterations
     when positive definite. If LM does not converge, fallback: scipy's trust-region
     reflective (``x_scale='jac'``) from the start, then from LM's end point, each followed by
     LM from trf's point (which must pass the same test). Bounds by projection.
     """
-    lo, hi = lower / scale, upper / scale
-    evaluate, second = _residual_fns(comp, q, zbar, wt, scale)
+    if problem.batched:
+        raise InputError("zbar: solve_ls fits one problem (n_l,); use solve_ls_batch for (N, n_l)")
+    scale = problem.scale
+    lo, hi = problem.lower / scale, problem.upper / scale
+    evaluate, second = _residual_fns(problem)
     run = partial(
         levenberg_marquardt, evaluate, lo=lo, hi=hi, tol=tol,
         second_order=second if second_order else None,
     )  # fmt: skip
-    x0 = np.clip(p0 / scale, lo, hi)
+    x0 = np.clip(problem.p0 / scale, lo, hi)
     res = run(x0[None])
     n_iter = int(res.n_iter[0])
     best, via = res, ""

@@ -1,4 +1,4 @@
-"""Relaxations behind ``methods.press.bnb``: the constraint rows, the criteria, the bounds.
+"""Relaxations behind ``methods.press.design.bnb``: the constraint rows, the criteria, the bounds.
 
 Rows: ``a_i . w <= rhs_i`` (``== rhs_i`` for an exact count) with ``a_i >= 0``: the count row
 (ones) first, then the cost row (costs, budget). A node fixes some ``w_c`` to 0 or 1; its relaxed

@@ -1,5 +1,5 @@
 """Which sensor subsets a design evaluates, and how: exhaustive enumeration where it is cheap,
-branch-and-bound with a proven gap beyond that (`methods.press.bnb`), under a budget.
+branch-and-bound with a proven gap beyond that (`methods.press.design.bnb`), under a budget.
 
 Budgets: exactly ``n`` sensors, at most ``n`` sensors, or a total cost ``<= budget`` (a cost
 per candidate sensor; optionally with a sensor count as well). Enumeration evaluates every
@@ -112,7 +112,7 @@ def search_subsets(
     every affordable subset (and the count rule: ``sizes`` of one exact size, or ``at_most``);
     without, the best subset of each size in ``sizes``. Returns the subsets and the search's
     report (nodes, worst gap, proven, seconds, one entry per search)."""
-    from methods.press.bnb import branch_and_bound
+    from methods.press.design.bnb import branch_and_bound
 
     if max_cost is not None and costs is not None:
         count = at_most if at_most is not None else (sizes[0] if len(sizes) == 1 else None)

@@ -2,7 +2,7 @@
 
 Information ``M(omega) = base + sum_c omega_c F_c`` (F_c: (n_p, n_p) PSD per candidate), design
 ``C = M^-1``; criteria ``A = tr C``, ``D = log det C = -log det M``, ``E = lambda_max(C) =
-1 / lambda_min(M)`` are convex in ``omega``. Constraints (``methods.press.bnb_relax.Rows``):
+1 / lambda_min(M)`` are convex in ``omega``. Constraints (``methods.press.design.bnb_relax.Rows``):
 exactly ``n_select`` sensors, at most ``n_select`` (``at_most=True``), and/or a total cost
 ``costs . omega <= budget``. With PSD blocks a sensor never hurts (M grows in the Loewner order,
 every criterion falls or stays), so at most n gives the value of exactly n when n <= n_c; the
@@ -39,8 +39,15 @@ import numpy as np
 
 from methods.blas import single_threaded_blas
 from methods.errors import InputError
-from methods.press.bnb_greedy import Incumbents
-from methods.press.bnb_relax import Cuts, Objective, Rows, knapsack_min, relax_e, relax_smooth
+from methods.press.design.bnb_greedy import Incumbents
+from methods.press.design.bnb_relax import (
+    Cuts,
+    Objective,
+    Rows,
+    knapsack_min,
+    relax_e,
+    relax_smooth,
+)
 
 #: E: the node LP starts from the cuts of the shared pool tightest at the parent's point
 E_START_CUTS = 64

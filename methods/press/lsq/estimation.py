@@ -17,10 +17,11 @@ import numpy as np
 import pandas as pd
 
 from methods.errors import InputError
-from methods.press.core import compile_model, parameter_arrays, solve_ls
-from methods.press.covariance import bard_covariance
 from methods.press.data import PressData, resolve_sigma, to_cube
-from methods.press.ellipsoid import Ellipsoid
+from methods.press.lsq.core import compile_model, parameter_arrays, solve_ls
+from methods.press.lsq.covariance import bard_covariance
+from methods.press.lsq.problem import LSProblem
+from methods.press.uncertainty.ellipsoid import Ellipsoid
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class ParameterFit:
     1/2 sum of squared weighted residuals; ``n_residuals``; ``identifiable``; ``condition``
     (scaled information); ``sigma`` (um per sensor) and ``sigma_source`` ("sheet" or
     "repeats"); ``warnings``; ``model``; ``sensors`` used; ``n_iterations``; ``stop_reason``
-    the value of ``methods.press.lm.StopReason`` (``success`` is True only for "gradient",
+    the value of ``methods.press.lsq.lm.StopReason`` (``success`` is True only for "gradient",
     "step" or "precision": the shared convergence test passed).
     """
 
@@ -191,7 +192,7 @@ def fit_parameters(
     wt = full_weights(cols, n_s_model, n_q, wt_sel)
     comp = compile_model(model, n_q)
     q = data.setpoints
-    res = solve_ls(comp, q, zbar, wt, start, scale, lo, hi)
+    res = solve_ls(LSProblem(comp, q, zbar, wt, start, scale, lo, hi))
     h, J = comp.eval_hJ(res.p, q)
     M = J.T @ (wt[:, None] * J)
     S = comp.eval_S(res.p, q, wt * (h - zbar))

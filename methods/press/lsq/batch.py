@@ -4,16 +4,18 @@ The tests of ``hypothesis`` differ only in their 0/1 weights, so all calibration
 validation fits of a batch run together: one mapped CasADi call per LM iteration evaluates
 ``h`` and ``J`` for every fit, and the LM algebra is batched numpy (``(N, n_p, n_p)`` solves).
 This removes the per-fit Python overhead that dominates a one-fit-at-a-time loop. The LM loop
-and its convergence test are those of ``methods.press.lm``, shared with the single fit.
+and its convergence test are those of ``methods.press.lsq.lm``, shared with the single fit.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from methods.press.core import EPS, CompiledModel
-from methods.press.covariance import COND_MAX
-from methods.press.lm import LMResult, Tolerances, levenberg_marquardt
+from methods.errors import InputError
+from methods.press.lsq.core import EPS, CompiledModel
+from methods.press.lsq.covariance import COND_MAX
+from methods.press.lsq.lm import LMResult, Tolerances, levenberg_marquardt
+from methods.press.lsq.problem import LSProblem
 
 # split fits start at the full-data estimate, close to their optimum: a smaller budget
 BATCH_TOLERANCES = Tolerances(gtol=1e-8, xtol=1e-8, max_iter=60)
@@ -75,43 +77,32 @@ def eval_S_batch(comp: CompiledModel, P: np.ndarray, q: np.ndarray, V: np.ndarra
 
 
 def solve_ls_batch(
-    comp: CompiledModel,
-    q: np.ndarray,
-    zbar: np.ndarray,
-    wt: np.ndarray,
-    p0: np.ndarray,
-    scale: np.ndarray,
-    lower: np.ndarray,
-    upper: np.ndarray,
+    problem: LSProblem,
     *,
     tol: Tolerances = BATCH_TOLERANCES,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The LM of ``methods.press.lm`` (Gauss-Newton matrix, no fallback) for N problems.
+    """The LM of ``methods.press.lsq.lm`` (Gauss-Newton matrix, no fallback) for N problems.
 
-    ``zbar``, ``wt``: (N, n_l). Returns estimates (N, n_p), costs (N,), converged (N,): True
-    only where the shared convergence test (``methods.press.lm.stationarity``) passed, the
+    ``problem.zbar``, ``problem.wt``: (N, n_l). Returns estimates (N, n_p), costs (N,), converged (N,): True
+    only where the shared convergence test (``methods.press.lsq.lm.stationarity``) passed, the
     same test as the single fit's ``success``.
     """
-    res = solve_ls_batch_result(comp, q, zbar, wt, p0, scale, lower, upper, tol=tol)
-    return res.x * scale, res.cost, res.converged
+    res = solve_ls_batch_result(problem, tol=tol)
+    return res.x * problem.scale, res.cost, res.converged
 
 
 def solve_ls_batch_result(
-    comp: CompiledModel,
-    q: np.ndarray,
-    zbar: np.ndarray,
-    wt: np.ndarray,
-    p0: np.ndarray,
-    scale: np.ndarray,
-    lower: np.ndarray,
-    upper: np.ndarray,
+    problem: LSProblem,
     *,
     tol: Tolerances = BATCH_TOLERANCES,
 ) -> LMResult:
     """As ``solve_ls_batch``, returning the full ``LMResult`` (scaled x, stop reasons)."""
+    if not problem.batched:
+        raise InputError("zbar: solve_ls_batch fits N problems (N, n_l); use solve_ls for one")
+    comp, q, zbar, scale = problem.comp, problem.q, problem.zbar, problem.scale
     n = zbar.shape[0]
-    sw = np.sqrt(wt)
-    lo, hi = lower / scale, upper / scale
+    sw = np.sqrt(problem.wt)
+    lo, hi = problem.lower / scale, problem.upper / scale
 
     def evaluate(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         with np.errstate(all="ignore"):
@@ -119,7 +110,7 @@ def solve_ls_batch_result(
             e = EPS * sw * (np.abs(h) + np.abs(zbar))
             return sw * (h - zbar), sw[:, :, None] * J * scale, e
 
-    x0 = np.tile(np.clip(p0 / scale, lo, hi), (n, 1))
+    x0 = np.tile(np.clip(problem.p0 / scale, lo, hi), (n, 1))
     return levenberg_marquardt(evaluate, x0, lo, hi, tol=tol)
 
 

@@ -5,7 +5,7 @@ For a sensor subset ``omega`` the information and second-order term are sums ove
 vector: the all-sensor estimate, or ``parameters``), and ``C(omega)`` is Bard's covariance
 (``C1`` when A is not positive definite). Unidentifiable subsets (rank < n_p or scaled
 condition > 1e12) get infinite criteria. Small ``n_S``: exhaustive enumeration here; large
-``n_S``: ``methods.press.bnb.branch_and_bound`` on the first-order information.
+``n_S``: ``methods.press.design.bnb.branch_and_bound`` on the first-order information.
 """
 
 from __future__ import annotations
@@ -20,11 +20,9 @@ import numpy as np
 import pandas as pd
 
 from methods.errors import InputError
-from methods.press.bnb import DesignResult, branch_and_bound  # noqa: F401  (re-exported)
-from methods.press.core import compile_model, parameter_arrays
-from methods.press.covariance import bard_covariance
 from methods.press.data import resolve_sigma
-from methods.press.design_search import (
+from methods.press.design.bnb import DesignResult, branch_and_bound  # noqa: F401  (re-exported)
+from methods.press.design.search import (
     ENUMERATION_LIMIT,
     Budget,
     check_costs,
@@ -33,8 +31,10 @@ from methods.press.design_search import (
     search_subsets,
     subset_count,
 )
-from methods.press.estimation import aggregate, fit_parameters, model_data
-from methods.press.splits import parse_enum
+from methods.press.lsq.core import compile_model, parameter_arrays
+from methods.press.lsq.covariance import bard_covariance
+from methods.press.lsq.estimation import aggregate, fit_parameters, model_data
+from methods.press.uncertainty.splits import parse_enum
 
 
 class Criterion(StrEnum):

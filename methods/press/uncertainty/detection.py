@@ -33,7 +33,7 @@ class Detection:
     Holm's first step); ``tests`` (one row per test: test, axis, cal, val, p_cal_*, p_val_*,
     T, alpha_min, ok, failure, threshold, rejected); ``n_rejections``; ``warnings``;
     ``n_failed`` tests without a p-value (a fit did not converge or is not identifiable);
-    ``inconclusive`` (too many failed, see ``methods.press.hypothesis``: then ``rejected`` is
+    ``inconclusive`` (too many failed, see ``methods.press.uncertainty.hypothesis``: then ``rejected`` is
     False); ``verdict`` one of ``VERDICTS``.
     """
 

@@ -1,4 +1,4 @@
-"""Incumbents for ``methods.press.bnb``: greedy elimination and addition, exchange, rounding.
+"""Incumbents for ``methods.press.design.bnb``: greedy elimination and addition, exchange, rounding.
 
 Every move is evaluated in a batch: the information of a neighbour is ``M(sel) - F_removed +
 F_added`` (index -1 = nothing, a zero block), its criterion one batched eigen-decomposition,
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from methods.press.bnb_relax import Objective, Rows
+from methods.press.design.bnb_relax import Objective, Rows
 
 
 class Incumbents:
