@@ -176,3 +176,45 @@ def test_a_one_mass_keeps_a_narrow_inertia_box_and_a_typed_nominal_wins() -> Non
     bounds = {k: v for k, v in gp.bounds if k != "J1"}
     (j1,) = (s for s in parameter_specs("one_mass", typed, bounds) if s.name == "J1")
     assert (j1.nominal, j1.lower, j1.upper) == (0.5, 0.25, 1.0)
+
+
+# the rigid fit read M_C 15x low on these (multi-mass with Stribeck or backlash)
+LOW_COULOMB = [("three_mass", "coulomb", "backlash", "current_control"),
+               ("four_mass", "coulomb", "stribeck", "gravity")]  # fmt: skip
+
+
+def test_wide_boxes_hold_the_kits_own_parameters() -> None:
+    """Oracle: a noise-free recording of any kit structure (``reference_recording``, the kit's
+    nominal parameters as the truth) gives wide boxes holding every true value. Before: the
+    damper box ``d/2..4d`` missed d = 0.05 on every multi-mass, the friction boxes (2x either
+    side of the rigid fit) missed M_C and M_S when the fit read them 7-15x low; measured over
+    all 234 structures of up to 4 submodels: 0 misses (here 20 drawn and 2 of the low reads)."""
+    from benchmarks.drive_recovery import small_structures
+
+    every = small_structures()
+    rng = np.random.default_rng(26)
+    picked = [every[j] for j in rng.choice(len(every), 20, replace=False)] + LOW_COULOMB
+    for structure in picked:
+        box = boxes(reference_recording(structure))
+        for kind in structure:
+            for spec in parameter_specs(Submodel.parse(kind)):
+                lo, hi = box[spec.name]
+                assert lo <= spec.nominal <= hi, (structure, spec.name, spec.nominal, lo, hi)
+
+
+@pytest.mark.parametrize(
+    "structure",
+    [("three_mass", "viscous", "stribeck"), ("two_mass", "coulomb", "stribeck", "gravity")],
+)
+def test_the_true_structure_fits_a_kit_recording_exactly(structure) -> None:
+    """Recovery of known truth (structures not among the benchmark's ``kit --seed 0`` ones):
+    the true structure alone, identified as the search does with wide boxes, fits the kit's
+    noise-free recording to RSS <= 1e-6 of sum y^2 (the issue's target; measured 5.6e-10 and
+    1.2e-10; {three_mass, viscous, stribeck} ended at 2.2e-3 with the old boxes, its truth
+    outside them)."""
+    rec = reference_recording(structure)
+    gp = data_settings(estimate_scales(rec), position=True, wide=True)
+    spec = IndividualSpec(structure, tuple(sorted(gp.nominals)), refine_above=0.0)
+    ev = identify(spec, as_arrays(rec), gp, seed=0)
+    y = rec["velocity_rad_s"].to_numpy()
+    assert ev.rss <= 1e-6 * float(y @ y)
