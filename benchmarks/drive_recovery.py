@@ -39,6 +39,7 @@ import itertools
 import sys
 import time
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +50,7 @@ from benchmarks._drive_machines import add_noise, draw_machine, simulate_machine
 from benchmarks._report import Bench, add_arguments
 from methods.errors import InputError
 from models.drivetrain import reference_recording
+from models.drivetrain.friction_gain import profile_friction_gain
 from models.drivetrain.gp.evaluate import IndividualSpec, identify, lowpass, split_index
 from models.drivetrain.gp.presets import data_settings
 from models.drivetrain.gp.recording import as_arrays
@@ -59,15 +61,21 @@ from models.drivetrain.submodels import MULTI_MASS, Submodel, is_valid
 REACHED = 2.0  # RSS / noise floor counted as "reached the floor"
 PARAM_TOL = 0.10
 WIDE = True  # issue 26's boxes (--boxes narrow: the data preset's default, issue 13's)
+PROFILE_GAIN = False  # --friction-gain profile: choose the tanh gain by the fit
 
 
 def identify_truth(structure, rec):
-    """(evaluation, settings) of the true structure alone with the data preset."""
+    """(evaluation, settings) of the true structure alone with the data preset (with
+    ``--friction-gain profile``: over the friction gain, ``models.drivetrain.friction_gain``;
+    the settings returned carry the chosen gain)."""
     scales = estimate_scales(rec)
     gp = data_settings(scales, position="position_rad" in rec, wide=WIDE)
     start = tuple(sorted((k, float(v)) for k, v in gp.nominals))
     spec = IndividualSpec(tuple(structure), start, refine_above=0.0)
-    return identify(spec, as_arrays(rec), gp, seed=0), gp
+    if not PROFILE_GAIN:
+        return identify(spec, as_arrays(rec), gp, seed=0), gp
+    prof = profile_friction_gain(spec, as_arrays(rec), gp, seed=0)
+    return prof.evaluation, replace(gp, f_tanh=prof.f_tanh)
 
 
 def noise_floor(clean: np.ndarray, noisy: np.ndarray, gp) -> float:
@@ -270,10 +278,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--noise-percent", type=float, default=0.5)
     parser.add_argument("--boxes", choices=["wide", "narrow"], default="wide")
+    parser.add_argument("--friction-gain", choices=["fixed", "profile"], default="fixed")
     add_arguments(parser, repeats=1)
     args = parser.parse_args(argv)
-    global WIDE
-    WIDE = args.boxes == "wide"
+    global WIDE, PROFILE_GAIN
+    WIDE, PROFILE_GAIN = args.boxes == "wide", args.friction_gain == "profile"
     bench = Bench(f"drive_recovery-{args.mode}", "drive-recovery", args.repeats, args.json)
     {"single": run_single, "search": run_search, "kit": run_kit}[args.mode](args, bench)
     bench.finish()

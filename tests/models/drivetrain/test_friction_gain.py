@@ -1,0 +1,39 @@
+"""The friction tanh gain chosen by the recording (``models.drivetrain.friction_gain``, issue
+26 part 3): recovery of a known gain from the kit's own noise-free recording."""
+
+from __future__ import annotations
+
+from models.drivetrain import reference_recording
+from models.drivetrain.friction_gain import profile_friction_gain
+from models.drivetrain.gp.evaluate import IndividualSpec
+from models.drivetrain.gp.presets import data_settings
+from models.drivetrain.gp.recording import as_arrays
+from models.drivetrain.scales import estimate_scales
+
+
+def _profile(structure, f_tanh):
+    rec = reference_recording(structure, f_tanh=f_tanh)
+    gp = data_settings(estimate_scales(rec), position=True, wide=True)
+    spec = IndividualSpec(structure, tuple(sorted(gp.nominals)), refine_above=0.0)
+    y = rec["velocity_rad_s"].to_numpy()
+    return profile_friction_gain(spec, as_arrays(rec), gp), gp, float(y @ y)
+
+
+def test_a_gain_unlike_the_default_is_recovered() -> None:
+    """A Coulomb machine smoothed with 3.3 s/rad where the scales' default is 5 (100 / v_max
+    rounded): the profile picks a gain within 10 % of 3.3 (grid 0.2..5x the default, half a
+    grid step either side of the best, parabola in log gain; measured 3.2, 3 % off) and fits
+    to RSS <= 1e-6 of sum y^2 (measured 5e-9; the fixed default gain: 7.9e-7)."""
+    structure = ("one_mass", "coulomb", "viscous")
+    prof, gp, ss = _profile(structure, 3.3)
+    assert gp.f_tanh == 5.0  # the default the profile must move away from
+    assert abs(prof.f_tanh / 3.3 - 1.0) < 0.10, prof.profile
+    assert prof.evaluation.rss <= 1e-6 * ss
+    assert len(prof.profile) <= 9 and prof.f_tanh in dict(prof.profile)
+
+
+def test_a_structure_without_smoothed_friction_is_identified_once() -> None:
+    """Invariant: viscous friction has no tanh, so the gain changes nothing: one
+    identification at the default gain."""
+    prof, gp, _ss = _profile(("one_mass", "viscous"), 3.3)
+    assert prof.profile == ((gp.f_tanh, prof.evaluation.rss),)
