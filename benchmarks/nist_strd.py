@@ -9,6 +9,8 @@ same exact CasADi Jacobian, ``x_scale='jac'``, xtol = ftol = gtol = 1e-15 (with 
 Totals are printed for the single-predictor datasets (26 x 2 = 52 runs; issue 9 counted 50
 there, without Nelson and one more) and for all 54, with the wall time per solver.
 
+The ratio greylab / scipy lm of the same run is printed with its target (issue 31: <= 1.0).
+
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/nist_strd.py [--repeats 3]`` (README rows at
 the end, JSON in ``build/bench/nist_strd.json``)
 """
@@ -32,6 +34,7 @@ from methods.press.lsq.core import compile_model
 from tests.methods.press import nist
 
 SOLVED_LRE = 6.0
+TARGET_RATIO = 1.0  # greylab's total time at most scipy lm's (issue 31)
 TOL = 1e-15  # scipy's defaults (1e-8) stop at 4-6 digits: ask it for full precision too
 
 
@@ -132,6 +135,15 @@ def measure(bench: Bench) -> None:
               fmt=".1f")  # fmt: skip
     bench.add("greylab_s", times["greylab"], "greylab: wall time of the 54 fits", unit="s",
               fmt=".2f")  # fmt: skip
+    bench.add("scipy_lm_s", times["scipy lm"], "scipy lm: wall time of the 54 fits", unit="s",
+              fmt=".2f")  # fmt: skip
+    # both sides compile the same CasADi model for each fit (compile_model, a new model object
+    # per run); greylab also pivots the table and computes Bard's covariance (fit_parameters)
+    ratio = times["greylab"] / times["scipy lm"]
+    print(f"greylab / scipy lm: {ratio:.2f}x (target <= {TARGET_RATIO:g}x)")
+    bench.add("ratio_lm", ratio, "greylab `fit_parameters` time / scipy lm time, same run",
+              unit="×", fmt=".2f", target=("<=", TARGET_RATIO),
+              short="NIST StRD, greylab at scipy lm's cost")  # fmt: skip
 
 
 def main() -> None:

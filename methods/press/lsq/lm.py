@@ -90,6 +90,7 @@ _TEXT = {
     StopReason.NOT_FINITE: "not converged: the model returned non-finite values",
 }
 _ORDER = list(StopReason)
+_CONVERGED = [_ORDER.index(r) for r in (StopReason.GRADIENT, StopReason.STEP, StopReason.PRECISION)]
 
 
 @dataclass(frozen=True)
@@ -158,24 +159,33 @@ def _stationarity(
 ) -> Stationarity:
     n, m, n_p = J.shape
     finite = np.isfinite(r).all(axis=1) & np.isfinite(J).all(axis=(1, 2))
-    J = np.where(finite[:, None, None], J, 0.0)
-    r = np.where(finite[:, None], r, 0.0)
-    g = np.einsum("nmp,nm->np", J, r)  # gradient of 1/2 ||r||^2
+    if not finite.all():
+        J = np.where(finite[:, None, None], J, 0.0)
+        r = np.where(finite[:, None], r, 0.0)
+    # few, batched operations (matmul, not multi-operand einsum): this runs after every
+    # accepted step, and on small problems its cost is the count of numpy calls
+    JT = J.transpose(0, 2, 1)
+    g = (JT @ r[:, :, None])[:, :, 0]  # gradient of 1/2 ||r||^2
     held = ((x <= lo) & (g > 0)) | ((x >= hi) & (g < 0))  # descent leaves the box: KKT ok
-    D = np.sqrt(np.einsum("nmp,nmp->np", J, J))
+    D = np.sqrt((J * J).sum(axis=1))  # column norms ||J_i||
     dead = (D <= 0) & ~held
     Ds = np.where(D > 0, D, 1.0)
-    Jn = J / Ds[:, None, :] * ~held[:, None, :]
-    G = np.einsum("nmp,nmq->npq", Jn, Jn) + held[:, :, None] * np.eye(n_p)
+    Jn = J / Ds[:, None, :]
+    if held.any():  # held columns out of Jn: identity rows and columns in G
+        Jn = Jn * ~held[:, None, :]
+        G = Jn.transpose(0, 2, 1) @ Jn + held[:, :, None] * np.eye(n_p)
+    else:
+        G = Jn.transpose(0, 2, 1) @ Jn
     w, V = np.linalg.eigh(G)
     cond = np.where(w[:, 0] > 0, w[:, -1] / np.maximum(w[:, 0], 1e-300), np.inf)
     cond = np.sqrt(np.maximum(cond, 1.0))  # of Jn, not of the Gram matrix
     singular = dead.any(axis=1) | ~(cond <= COND_JAC_MAX)
     gn = np.where(held, 0.0, g / Ds)
-    c = np.einsum("npq,np->nq", V, gn)  # V^T gn
+    c = (gn[:, None, :] @ V)[:, 0, :]  # V^T gn
     wi = 1.0 / np.maximum(w, 1e-300)
-    rr = np.einsum("nm,nm->n", r, r)
-    pr2 = np.einsum("nq,nq,nq->n", c, c, wi)  # ||P_J r||^2 = gn^T G^-1 gn
+    rr = (r * r).sum(axis=1)
+    cw = c * wi
+    pr2 = (c * cw).sum(axis=1)  # ||P_J r||^2 = gn^T G^-1 gn
     with np.errstate(divide="ignore", invalid="ignore"):
         opt = np.where(rr > 0, np.sqrt(np.maximum(pr2, 0.0) / rr), 0.0)
         # predicted decrease 1/2 ||P_J r||^2 below the rounding error of the cost itself
@@ -184,10 +194,11 @@ def _stationarity(
         if noise is None:
             floor_ok = np.zeros(n, dtype=bool)
         else:
-            d_cost = np.einsum("nm,nm->n", np.abs(r), np.where(finite[:, None], noise, 0.0))
+            noise = noise if finite.all() else np.where(finite[:, None], noise, 0.0)
+            d_cost = (np.abs(r) * noise).sum(axis=1)
             floor_ok = 0.5 * pr2 <= ROUNDING_FACTOR * d_cost
-    u = -np.einsum("npq,nq->np", V, c * wi) / Ds  # Gauss-Newton step in x
-    Ginv_diag = np.einsum("npq,nq,npq->np", V, wi[:, :], V) / Ds**2
+    u = -(V @ cw[:, :, None])[:, :, 0] / Ds  # Gauss-Newton step in x
+    Ginv_diag = ((V * V) @ wi[:, :, None])[:, :, 0] / Ds**2
     s = np.sqrt(np.maximum(rr / max(m - n_p, 1), 0.0)[:, None] * Ginv_diag)
     floor = np.maximum(np.maximum(np.abs(x), s), SQRT_EPS)
     step = np.max(np.where(held, 0.0, np.abs(u) / floor), axis=1) / xtol
@@ -212,7 +223,10 @@ class LMResult:
 
     @property
     def converged(self) -> np.ndarray:
-        return np.array([r.converged for r in self.reasons], dtype=bool)
+        # by code, not by a Python loop over the reasons (an Enum compares in Python: ~30 us
+        # each, which was a tenth of a small model's batch of split fits)
+        codes = np.fromiter(map(_ORDER.index, self.reasons), dtype=int, count=len(self.reasons))
+        return np.isin(codes, _CONVERGED)
 
 
 Evaluate = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
@@ -266,20 +280,22 @@ def levenberg_marquardt(
         v[done] = 0.0
         Xn = np.clip(X + v, lo, hi)
         s = Xn - X
-        pred = -(np.einsum("np,np->n", g, s) + 0.5 * np.einsum("np,npq,nq->n", s, A, s))
+        pred = -((g * s).sum(axis=1) + 0.5 * (s[:, None, :] @ A @ s[:, :, None])[:, 0, 0])
         Rn, Jnew, En = evaluate(Xn)
         cn = 0.5 * np.einsum("nm,nm->n", Rn, Rn)
         with np.errstate(invalid="ignore", over="ignore"):
             good = np.isfinite(cn) & np.isfinite(Jnew).all(axis=(1, 2))
             acc = act & good & (cn <= cost)
             rho = np.where(pred > 0, (cost - cn) / np.where(pred > 0, pred, 1.0), 0.0)
-        X[acc], R[acc], J[acc], E[acc], cost[acc] = Xn[acc], Rn[acc], Jnew[acc], En[acc], cn[acc]
+        every = bool(acc.all())
+        X, R, J, E, cost = _accept(acc, every, (X, R, J, E, cost), (Xn, Rn, Jnew, En, cn))
         upd = np.maximum(1.0 / 3.0, 1.0 - (2.0 * np.clip(rho, 0.0, 1.0) - 1.0) ** 3)
         lam = np.where(acc, np.maximum(lam * upd, 1e-15), lam * nu)
         nu = np.where(acc, 2.0, np.minimum(nu * 2.0, 1e6))
         history.append(cost.copy())
         if acc.any():
-            t = stationarity(J[acc], R[acc], X[acc], lo, hi, E[acc], gtol=tol.gtol, xtol=tol.xtol)
+            on = slice(None) if every else acc  # a view, not a copy, when all were accepted
+            t = stationarity(J[on], R[on], X[on], lo, hi, E[on], gtol=tol.gtol, xtol=tol.xtol)
             idx = np.flatnonzero(acc)
             hit = t.code >= 0
             code[idx[hit]] = t.code[hit]
@@ -290,6 +306,18 @@ def levenberg_marquardt(
     final = stationarity(J, R, X, lo, hi, E, gtol=tol.gtol, xtol=tol.xtol)
     reasons = _final_reasons(code, final)
     return LMResult(X, cost, reasons, n_iter, final)
+
+
+def _accept(
+    acc: np.ndarray, every: bool, old: tuple[np.ndarray, ...], new: tuple[np.ndarray, ...]
+) -> tuple[np.ndarray, ...]:
+    """The current arrays with the accepted trials' rows in place; the trial arrays themselves
+    when every trial was accepted (one problem: no masked copies)."""
+    if every:
+        return new
+    for a, b in zip(old, new):
+        a[acc] = b[acc]
+    return old
 
 
 def _damped_step(
@@ -306,12 +334,12 @@ def _damped_step(
     JT = J.transpose(0, 2, 1)
     g = (JT @ R[:, :, None])[..., 0]
     A = JT @ J
-    d = np.maximum(d, np.einsum("npp->np", A))
+    d = np.maximum(d, np.diagonal(A, axis1=1, axis2=2))
     dd = np.maximum(d, 1e-300 + 1e-16 * d.max(axis=1, keepdims=True))
     if second_order is not None:
         As = A + second_order(X, R)
         As = 0.5 * (As + As.transpose(0, 2, 1))
-        pd = np.linalg.eigvalsh(As)[:, 0] > 1e-12 * np.einsum("npp->n", A)
+        pd = np.linalg.eigvalsh(As)[:, 0] > 1e-12 * np.trace(A, axis1=1, axis2=2)
         A = np.where(pd[:, None, None], As, A)
     Mlam = A + lam[:, None, None] * dd[:, :, None] * np.eye(A.shape[1])
     try:

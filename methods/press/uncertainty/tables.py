@@ -39,10 +39,11 @@ class Correction(StrEnum):
 
 @dataclass(frozen=True)
 class StatisticRow:
-    """``covariance(C_cal, C_val) -> V`` (n_p, n_p); ``p_value(T, n_p) -> alpha_min``."""
+    """``covariance(C_cal, C_val) -> V`` for (n_p, n_p) or stacked (N, n_p, n_p) covariances;
+    ``p_value(T, n_p) -> alpha_min`` elementwise for an array of statistics T (N,)."""
 
     covariance: Callable[[np.ndarray, np.ndarray], np.ndarray]
-    p_value: Callable[[float, int], float]
+    p_value: Callable[[np.ndarray, int], np.ndarray]
 
 
 @dataclass(frozen=True)
@@ -53,9 +54,9 @@ class CorrectionRow:
     decide: Callable[[np.ndarray, float], tuple[np.ndarray, np.ndarray]]
 
 
-def chi2_p_value(T: float, n_p: int) -> float:
+def chi2_p_value(T: np.ndarray, n_p: int) -> np.ndarray:
     """``1 - F_chi2_{n_p}(T)``: under a correct model and disjoint data ``d ~ N(0, V)``."""
-    return float(special.chdtrc(n_p, T))
+    return np.asarray(special.chdtrc(n_p, T), dtype=float)
 
 
 def bonferroni(alpha: np.ndarray, tol: float) -> tuple[np.ndarray, np.ndarray]:
