@@ -3,9 +3,14 @@
 A statistic row gives the covariance ``V`` of ``d = p_val - p_cal`` it uses (``T = d^T V^-1 d``)
 and its null distribution (the p-value ``alpha_min`` of ``T`` with ``n_p`` parameters under a
 correct model); a correction row gives the decision rule (p-values and ``tol`` -> rejected and
-threshold per test). ``hypothesis`` looks every name up here and refuses an unknown one, so a new
-statistic or correction is one row (and one enum member: the CLI offers the enums, and a test
-checks that enums and tables list the same names). Recipe: docs/methods.md section 1.6.
+threshold per test). ``hypothesis`` looks every name up here and refuses an unknown one.
+
+Recipe for a new statistic (a correction likewise): add a member to ``Statistic`` (the CLI's
+``--statistic`` choices and the settings form come from it) and its row to ``STATISTICS``:
+``covariance`` from the two fits' covariances (stacked arrays), ``p_value`` its null
+distribution, vectorised; then a test of its calibration under the true model (as
+``test_familywise_error_slow.py``). ``tests/methods/press/test_tables.py`` fails when an enum
+member has no row or a row no member, and shows that a new row reaches the split tests.
 """
 
 from __future__ import annotations
