@@ -280,7 +280,9 @@ def levenberg_marquardt(
         v[done] = 0.0
         Xn = np.clip(X + v, lo, hi)
         s = Xn - X
-        pred = -((g * s).sum(axis=1) + 0.5 * (s[:, None, :] @ A @ s[:, :, None])[:, 0, 0])
+        # einsum as before: a matmul rounds differently, and the noise-floor stops of the
+        # hardest NIST cases (Bennett5, Lanczos3) follow the rounding
+        pred = -(np.einsum("np,np->n", g, s) + 0.5 * np.einsum("np,npq,nq->n", s, A, s))
         Rn, Jnew, En = evaluate(Xn)
         cn = 0.5 * np.einsum("nm,nm->n", Rn, Rn)
         with np.errstate(invalid="ignore", over="ignore"):
