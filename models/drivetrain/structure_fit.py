@@ -33,6 +33,7 @@ from models.drivetrain.evidence import (
     residual_analysis,
     rival_table,
 )
+from models.drivetrain.friction_gain import profile_friction_gain
 from models.drivetrain.gp.dispatch import MapBatches, serial_map
 from models.drivetrain.gp.evaluate import (
     Evaluation,
@@ -310,6 +311,7 @@ class StructureFit:
         self, structure: Sequence[str] | str, *, settings: GPSettings | None = None,
         seed: int = 0, n_starts: int = FIT_STARTS, map_batches: MapBatches | None = None,
         rivals: bool = True, progress: Callable[[str], None] | None = None,
+        friction_gain: str = "fixed",
     ) -> None:  # fmt: skip
         self.structure = tuple(k.value for k in parse_structure(structure))
         self.settings = settings or GPSettings()
@@ -317,14 +319,25 @@ class StructureFit:
             if kind not in self.settings.allowed:
                 raise InputError(f"structure element {kind!r} is not in the allowed function "
                                  f"set ({', '.join(self.settings.allowed)})")  # fmt: skip
+        if friction_gain not in ("fixed", "profile"):
+            raise InputError(f"friction_gain must be 'fixed' or 'profile', got {friction_gain!r}")
         self.seed, self.n_starts, self.rivals = int(seed), int(n_starts), rivals
-        self.map_batches, self.progress = map_batches, progress
+        self.map_batches, self.progress, self.friction_gain = map_batches, progress, friction_gain
 
     def fit(self, recording: Any) -> StructureFit:
-        data = as_arrays(recording)
-        s = fit_settings(self.settings, self.n_starts)
+        """``friction_gain="profile"``: the friction tanh gain chosen by profiling the fit
+        (``models.drivetrain.friction_gain``; ``gain_profile_``, and every result of the fit,
+        use the chosen gain), else ``settings.f_tanh`` (``gain_profile_`` None)."""
+        data, settings = as_arrays(recording), self.settings
         start = tuple(sorted((sp.name, sp.nominal) for k in self.structure
-                             for sp in s.specs(k)))  # fmt: skip
+                             for sp in settings.specs(k)))  # fmt: skip
+        self.gain_profile_ = None
+        if self.friction_gain == "profile":
+            spec = IndividualSpec(self.structure, start)
+            self.gain_profile_ = profile_friction_gain(
+                spec, data, fit_settings(settings, self.n_starts), self.seed)  # fmt: skip
+            self.settings = replace(settings, f_tanh=self.gain_profile_.f_tanh)
+        s = fit_settings(self.settings, self.n_starts)
         first = identify(IndividualSpec(self.structure, start), data, s, self.seed)
         again = identify(refinement(first), data, s, self.seed)  # continuation from the best
         best = again if again.fitness >= first.fitness else first
@@ -381,4 +394,5 @@ class StructureFit:
                 "fitness": self.best_fitness_, "generations": 0, "fit": True,
                 "settings": self.settings.to_dict(), "seed": self.seed,
                 "state_space": self.state_space_,
-                "evidence": self.evidence_.to_dict()}  # fmt: skip
+                "evidence": self.evidence_.to_dict(),
+                "friction_gain": self.gain_profile_ and self.gain_profile_.to_dict()}  # fmt: skip

@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+import pytest
+
+from methods.errors import InputError
 from models.drivetrain import reference_recording
 from models.drivetrain.friction_gain import profile_friction_gain
 from models.drivetrain.gp.evaluate import IndividualSpec
 from models.drivetrain.gp.presets import data_settings
 from models.drivetrain.gp.recording import as_arrays
 from models.drivetrain.scales import estimate_scales
+from models.drivetrain.structure_fit import StructureFit
 
 
 def _profile(structure, f_tanh):
@@ -37,3 +41,21 @@ def test_a_structure_without_smoothed_friction_is_identified_once() -> None:
     identification at the default gain."""
     prof, gp, _ss = _profile(("one_mass", "viscous"), 3.3)
     assert prof.profile == ((gp.f_tanh, prof.evaluation.rss),)
+
+
+def test_drive_fit_can_choose_the_gain() -> None:
+    """``StructureFit(..., friction_gain="profile")`` (what ``drive fit`` would call): the same
+    recovery through the named-structure fit, its model and JSON carrying the chosen gain;
+    ``fixed`` keeps the settings' gain and reports no profile; a wrong option is refused."""
+    structure = ("one_mass", "coulomb", "viscous")
+    rec = reference_recording(structure, f_tanh=3.3)
+    gp = data_settings(estimate_scales(rec), position=True, wide=True)
+    fit = StructureFit(structure, settings=gp, n_starts=1, rivals=False,
+                       friction_gain="profile").fit(rec)  # fmt: skip
+    assert abs(fit.gain_profile_.f_tanh / 3.3 - 1.0) < 0.10  # as above: measured 3 %
+    assert fit.to_dict()["settings"]["f_tanh"] == fit.gain_profile_.f_tanh
+    assert fit.to_dict()["friction_gain"]["f_tanh"] == fit.gain_profile_.f_tanh
+    fixed = StructureFit(structure, settings=gp, n_starts=1, rivals=False).fit(rec)
+    assert fixed.gain_profile_ is None and fixed.to_dict()["settings"]["f_tanh"] == 5.0
+    with pytest.raises(InputError, match="friction_gain"):
+        StructureFit(structure, settings=gp, friction_gain="fit")
