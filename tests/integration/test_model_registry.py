@@ -184,7 +184,7 @@ def test_registered_drive_model_in_a_fresh_process(registry: dict[str, Any]) -> 
 def test_the_readme_use_a_model_block_runs_as_written(
     registry: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """README "Use a model": the block runs as written against registered `press-M3/1` (the
+    """docs/products.md "Use a model": the block runs as written against registered `press-M3/1` (the
     fixture's) and `drive-emps/1` (here: the EMPS structure at the published IDIM-LS
     parameters, 100 Hz as `load_emps(decimate=10)` gives), from the project folder."""
     import re
@@ -209,7 +209,7 @@ def test_the_readme_use_a_model_block_runs_as_written(
             tags={"greylab.structure": ",".join(structure)}, description="README block",
         )  # fmt: skip
     assert info["uri"] == "models:/drive-emps/1"
-    text = (root / "README.md").read_text(encoding="utf-8")
+    text = (root / "docs" / "products.md").read_text(encoding="utf-8")
     section = text[text.index("**Use a model**") :]
     block = re.search(r"```python\n(.*?)```", section, re.S)
     assert block is not None
@@ -218,7 +218,7 @@ def test_the_readme_use_a_model_block_runs_as_written(
     import mlflow
 
     try:
-        exec(compile(block.group(1), "README.md", "exec"), namespace)
+        exec(compile(block.group(1), "docs/products.md", "exec"), namespace)
     finally:  # the block's mlflow.set_tracking_uri is process-wide: undo it for later tests
         mlflow.set_tracking_uri(None)  # type: ignore[arg-type]  # None: back to the variable
         monkeypatch.setenv("MLFLOW_TRACKING_URI", registry["uri"])
