@@ -38,8 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from benchmarks._report import Bench, add_arguments
 from benchmarks.drive_search import TRUTH, recording, run
 from benchmarks.press_calibration import MODELS, SENSORS
-from flows.drive_settings import DriveSearch
-from flows.press_settings import PressStudy
+from flows.drive.settings import DriveSearch
+from flows.press.settings import PressStudy
 from methods import correct_to_setpoints, detect_model_uncertainty
 from models.press import simulate_press
 

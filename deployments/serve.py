@@ -24,7 +24,7 @@ def load_definitions(path: Path = PREFECT_YAML) -> list[dict[str, Any]]:
 
 
 def load_flow(entrypoint: str) -> Any:
-    """`flows/press_flow.py:press_uncertainty` -> the flow object."""
+    """`flows/press/flow.py:press_uncertainty` -> the flow object."""
     file, sep, attribute = entrypoint.partition(":")
     if not sep or not file.endswith(".py"):
         raise InputError(f"entrypoint '{entrypoint}' must look like path/to/module.py:flow")

@@ -2,8 +2,8 @@
 
 The data root's campaign file (`<data root>/campaigns.toml`, read and shape-checked by
 `ingestion.campaigns`) names a study per campaign. Its keys are the fields of that study's
-settings model, `PressStudy` (flows/press_settings.py) or `DriveSearch`
-(flows/drive_settings.py), or their command-line names (`tests` for `n_tests`, `sheet`,
+settings model, `PressStudy` (flows/press/settings.py) or `DriveSearch`
+(flows/drive/settings.py), or their command-line names (`tests` for `n_tests`, `sheet`,
 `sensors`); the model validates them exactly as it validates a dashboard request, with strict
 types (`tests = "50"` is refused) - so plugin models must be allowed on the worker
 (`models.registry.check_model_reference`, which imports nothing). Path settings (`Cli(path=True)`:
@@ -32,8 +32,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from flows.cli_settings import cli_of
-from flows.drive_settings import DriveSearch
-from flows.press_settings import PressStudy
+from flows.drive.settings import DriveSearch
+from flows.press.settings import PressStudy
 from ingestion.campaigns import (
     CampaignEntry,
     CampaignFile,
@@ -180,8 +180,8 @@ def start_study(
 
 
 def _press(entry: dict[str, Any], data_root: Path, values: dict[str, Any]) -> dict[str, Any]:
-    from flows.press_flow import run_press_study
-    from tasks import ingest as ingest_tasks
+    from flows.press.flow import run_press_study
+    from tasks.ingest import tasks as ingest_tasks
 
     try:
         path = ingest_tasks.campaign_table_task(str(data_root), "press", entry["campaign"])
@@ -196,8 +196,8 @@ def _press(entry: dict[str, Any], data_root: Path, values: dict[str, Any]) -> di
 def _drive(
     entry: dict[str, Any], data_root: Path, values: dict[str, Any], part: str
 ) -> dict[str, Any]:
-    from flows.drive_flow import run_drive_search
-    from tasks import ingest as ingest_tasks
+    from flows.drive.flow import run_drive_search
+    from tasks.ingest import tasks as ingest_tasks
 
     entry = {**entry, "part": part}
     try:

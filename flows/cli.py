@@ -4,7 +4,7 @@ Exit codes: 0 success; 2 bad input (a one-paragraph message on stderr, no traceb
 usage errors (bad option value, unknown or missing option, unknown command: typer's own
 click exceptions, `typer._click`, not the separately installed `click`), and a computation
 too large for memory, a GREYLAB_HOME greylab cannot write; 130 interrupted; 1 internal or
-infrastructure failure (a damaged MLflow store is named, `tasks.stores.StoreError`; otherwise
+infrastructure failure (a damaged MLflow store is named, `runtime.stores.StoreError`; otherwise
 set `GREYLAB_DEBUG=1` for the traceback). Messages are cut to `MAX_MESSAGE` characters
 (`flows.cli_common.clip`).
 
@@ -19,13 +19,16 @@ import os
 import sys
 import traceback
 
-from tasks.settings import apply_environment
+from runtime.settings import apply_environment
 
 
 def build_app():  # -> typer.Typer (typer imported lazily, after the environment is set)
     import typer
 
-    from flows import cli_cache, cli_drive, cli_inverse, cli_ops, cli_press
+    from flows import cli_cache, cli_ops
+    from flows.drive import cli as cli_drive
+    from flows.inverse import cli as cli_inverse
+    from flows.press import cli as cli_press
 
     app = typer.Typer(
         name="greylab",
@@ -60,7 +63,7 @@ def _start(argv: list[str] | None) -> None:
     install_import_hook()  # temporary Prefect servers die with this process, even on SIGKILL
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] != "cache" and not {"--help", "-h"} & set(args):
-        from tasks.stores import check_home, check_local_store
+        from runtime.stores import check_home, check_local_store
 
         check_home(settings)
         check_local_store(settings)
@@ -68,7 +71,7 @@ def _start(argv: list[str] | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from methods.errors import InputError
-    from tasks.stores import StoreError
+    from runtime.stores import StoreError
 
     try:
         _start(argv)
@@ -116,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("greylab: interrupted\n")
         return 130
     except Exception as exc:
-        if type(exc).__name__ == "StoreUnreadable":  # tasks.product_files: the store failed
+        if type(exc).__name__ == "StoreUnreadable":  # products.files: the store failed
             store = clip(os.environ.get("MLFLOW_TRACKING_URI", ""), 300)
             sys.stderr.write(f"greylab: error: {clip(str(exc))} (store: {store})\n")
             return 1

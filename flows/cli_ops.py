@@ -23,10 +23,10 @@ from flows.cli_common import (
     table,
 )
 from flows.cli_settings import with_settings
-from flows.ingest_settings import IngestSettings
+from flows.ingest.settings import IngestSettings
 from ingestion.layout import CAMPAIGN_FILE
 from methods.errors import InputError
-from tasks.settings import DATA_ROOT_DEFAULT, INBOX_DEFAULT, INBOX_DIR
+from runtime.settings import DATA_ROOT_DEFAULT, INBOX_DEFAULT, INBOX_DIR
 
 MAX_LAST = 10_000  # `compare --last`: runs (or versions per name) read from MLflow
 
@@ -71,7 +71,7 @@ def ingest(
 
     if get_current_context().invoked_subcommand is not None:
         return  # a subcommand (withdraw) runs instead of an ingestion
-    from flows.ingest_flow import run_ingest
+    from flows.ingest.flow import run_ingest
 
     # the folders are the CLI user's own (this process), never settings of the flow
     result = run_ingest(settings, inbox=inbox, data_root=data_root)
@@ -101,7 +101,7 @@ def withdraw(
     part removed, its archived original moved to `withdrawn/` (kept). Withdrawing again is
     harmless; a file that was never ingested is refused (exit 2) and nothing changes."""
     from ingestion.withdraw import withdraw as withdraw_file
-    from tasks.settings import load_settings
+    from runtime.settings import load_settings
 
     root = data_root.resolve() if data_root is not None else load_settings().data_root
     result = withdraw_file(root, reference).to_dict()
@@ -153,7 +153,7 @@ def serve(
     """Serve the deployments of deployments/prefect.yaml against the configured Prefect
     server (PREFECT_API_URL), so runs can be started from the Prefect UI."""
     from deployments.serve import serve as serve_deployments
-    from tasks.settings import load_settings
+    from runtime.settings import load_settings
 
     if not load_settings().prefect_api_url:
         stderr.print(
@@ -199,8 +199,8 @@ def compare(
 ) -> None:
     """Table of tracked runs of a study (read from MLflow) and a comparison figure; with
     `--models` the registered model versions with their newest validation."""
-    from tasks.compare import STUDIES, comparison_figure, runs_table
-    from tasks.settings import load_settings
+    from runtime.settings import load_settings
+    from tracking.compare import STUDIES, comparison_figure, runs_table
 
     wanted = split_list(columns) if columns else None
     if models:
@@ -235,7 +235,7 @@ def compare(
 def print_columns(title: str, frame: Any, wanted: list[str] | None, default: list[str]) -> None:
     """The chosen columns as a table; ``--columns all`` as one block per row (name: value),
     which no terminal width cuts."""
-    from tasks.compare import choose_columns
+    from tracking.compare import choose_columns
 
     names = choose_columns(frame, wanted, default)
     if wanted and [w.lower() for w in wanted] == ["all"]:
@@ -255,7 +255,7 @@ def print_columns(title: str, frame: Any, wanted: list[str] | None, default: lis
 def compare_models(
     study: str | None, last: int, as_json: bool, wanted: list[str] | None = None
 ) -> None:
-    from tasks.compare import MODEL_LEAD, models_table
+    from tracking.compare import MODEL_LEAD, models_table
 
     frame = models_table(study, last=last)
     records = (
@@ -293,11 +293,11 @@ def demo(
     """The main job on embedded defaults, tracked in the local MLflow store: the press study
     on the digital twin (truth M3), the overhead trolley crane's inverse simulation and a short
     drive-train structure search on the paper's reference recording."""
-    from flows.cli_drive import print_drive_result
-    from flows.cli_press import print_press_result
-    from flows.drive_flow import DriveSearch, run_drive_search
-    from flows.inverse_flow import InverseStudy, run_inverse_study
-    from flows.press_flow import PressStudy, run_press_study
+    from flows.drive.cli import print_drive_result
+    from flows.drive.flow import DriveSearch, run_drive_search
+    from flows.inverse.flow import InverseStudy, run_inverse_study
+    from flows.press.cli import print_press_result
+    from flows.press.flow import PressStudy, run_press_study
 
     with progress_bars(enabled=not as_json):
         stderr.print("1/3 press: model-uncertainty study on the digital twin (truth M3)")

@@ -1,6 +1,6 @@
 """`greylab press validate` and `greylab drive validate`: a registered model on new data.
 
-Both commands load the model product, validate it (`tasks.validation`), print the metrics per
+Both commands load the model product, validate it (`products.validation`), print the metrics per
 output, save a figure if asked, and (unless `--no-track`) log an MLflow evaluation run and tag
 the model's registered versions with the result. Exit 2 when the data does not match the model.
 """
@@ -22,7 +22,7 @@ from flows.cli_common import (
     stdout,
     table,
 )
-from tasks.validation import EXPERIMENT, ValidationOutcome
+from products.validation import EXPERIMENT, ValidationOutcome
 
 ExperimentOpt = Annotated[str, typer.Option(help="MLflow experiment of the evaluation run.")]
 TrackOpt = Annotated[bool, typer.Option("--track/--no-track", help="Log an MLflow evaluation run.")]
@@ -46,8 +46,8 @@ def run_validation(
     overwrite: bool = False,
     as_json: bool = False,
 ) -> None:
-    from tasks.recorder import validate_experiment_name
-    from tasks.validation import ValidationRecorder, validate_model
+    from products.validation import ValidationRecorder, validate_model
+    from tracking.protocol import validate_experiment_name
 
     validate_experiment_name(experiment)
     if figure is not None:  # before anything is loaded or tracked
@@ -56,7 +56,7 @@ def run_validation(
     if track:
         outcome = ValidationRecorder(kind, experiment).record(outcome)
     if figure is not None:
-        from tasks.validation import validation_figure
+        from products.validation import validation_figure
 
         save_figure(validation_figure(outcome), figure, overwrite=overwrite)
     result = outcome.to_dict() | {"figure": str(figure) if figure else None}

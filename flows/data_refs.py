@@ -49,7 +49,7 @@ def allow_data_paths(paths: list[str]) -> None:
 
 def allowed_roots() -> list[Path]:
     """The data root and the operator's `GREYLAB_ALLOWED_DATA_ROOTS`, symbolic links resolved."""
-    from tasks.settings import load_settings
+    from runtime.settings import load_settings
 
     return [_real(load_settings().data_root), *(_real(p) for p in _listed(ROOTS_ENV))]
 
@@ -93,7 +93,7 @@ def _choices_text(study: str | None) -> str:
     if study is None:
         return "a file in the data root"
     from ingestion.references import campaign_choices
-    from tasks.settings import load_settings
+    from runtime.settings import load_settings
 
     choices = campaign_choices(load_settings().data_root, study)
     shown = ", ".join(choices[:10]) + (", ..." if len(choices) > 10 else "")
@@ -104,9 +104,8 @@ def materialise(reference: str, study: str) -> Path:
     """The table a reference names, stored once under the data root; its path."""
     from ingestion.references import parse_reference, reference_table
     from ingestion.rules import Study
-    from schemas.storage import store_table
-    from tasks.recorder import content_hash
-    from tasks.settings import load_settings
+    from runtime.settings import load_settings
+    from schemas.storage import content_hash, store_table
 
     root = load_settings().data_root
     table = reference_table(root, Study(study), reference)
@@ -120,7 +119,7 @@ def data_choices(study: str) -> Callable[[dict[str, Any]], None]:
 
     def extra(schema: dict[str, Any]) -> None:
         from ingestion.references import campaign_choices
-        from tasks.settings import load_settings
+        from runtime.settings import load_settings
 
         try:
             choices = campaign_choices(load_settings().data_root, study)

@@ -24,9 +24,10 @@ from collections.abc import Iterator
 from enum import StrEnum
 from typing import Any
 
+from flows.server_guard import guard_temporary_servers
 from methods.errors import InputError
-from tasks import limits
-from tasks.settings import load_settings
+from models import limits
+from runtime.settings import load_settings
 
 
 class RunnerKind(StrEnum):
@@ -41,37 +42,6 @@ def runner_kind(kind: RunnerKind | str) -> RunnerKind:
     except ValueError:
         choices = ", ".join(k.value for k in RunnerKind)
         raise InputError(f"--runner must be one of {choices}, got {str(kind)[:80]!r}") from None
-
-
-class _GuardedSubprocess:
-    """`subprocess` as seen by `prefect.server.api.server`: `Popen` of the uvicorn server runs
-    it through `flows.server_guard <parent pid>` instead of `-m uvicorn` directly."""
-
-    def __init__(self, real: Any) -> None:
-        self._real = real
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._real, name)
-
-    def Popen(self, args: Any, *rest: Any, **kwargs: Any) -> Any:
-        args = list(args)
-        if args[1:3] == ["-m", "uvicorn"]:
-            from flows.server_guard import neutral_environment
-
-            # -P: the server never imports from the folder the CLI runs in (issue 28)
-            args[1:3] = ["-P", "-m", "flows.server_guard", str(os.getpid()), "--"]
-            kwargs["env"] = neutral_environment(kwargs.get("env"))
-        return self._real.Popen(args, *rest, **kwargs)
-
-
-def guard_temporary_servers() -> None:
-    """Make every temporary Prefect server of this process die with it (idempotent)."""
-    import subprocess
-
-    from prefect.server.api import server as prefect_server
-
-    if not isinstance(prefect_server.subprocess, _GuardedSubprocess):
-        prefect_server.subprocess = _GuardedSubprocess(subprocess)  # type: ignore[assignment]
 
 
 def make_task_runner(kind: RunnerKind | str, *, workers: int = 2) -> Any:

@@ -2,7 +2,7 @@
 
     python -m flows.server_guard PARENT_PID -- <uvicorn arguments>
 
-Started by `flows.runners.guard_temporary_servers` in place of `python -m uvicorn`. Two
+Started by `guard_temporary_servers` (below) in place of `python -m uvicorn`. Two
 mechanisms, because a SIGKILLed parent runs no cleanup:
 
 - the Linux parent-death signal (`prctl(PR_SET_PDEATHSIG, SIGTERM)`), set here, in the
@@ -17,7 +17,7 @@ folder on `sys.path`) with a `PYTHONPATH` from which the working folder is remov
 (`isolate_child_processes`), e.g. the spawned Dask workers of `--runner dask`.
 
 Prefect's SQLite database (`$PREFECT_HOME/prefect.db`) is created or upgraded here, before
-uvicorn starts, under `tasks.stores.store_lock` (two first runs at once would otherwise migrate
+uvicorn starts, under `runtime.stores.store_lock` (two first runs at once would otherwise migrate
 it twice); the server is then told not to migrate again.
 
 Only the standard library is used before uvicorn runs (apart from that one-time migration,
@@ -60,7 +60,7 @@ _TARGET = "prefect.server.api.server"
 
 class _GuardOnImport:
     """Meta-path finder: when `prefect.server.api.server` is imported, guard its servers
-    (`flows.runners.guard_temporary_servers`) - without importing Prefect eagerly."""
+    (`guard_temporary_servers`) - without importing Prefect eagerly."""
 
     def find_spec(self, name: str, path: object = None, target: object = None) -> object:
         if name != _TARGET:
@@ -75,8 +75,6 @@ class _GuardOnImport:
 
         def exec_module(module: Any) -> None:
             original(module)
-            from flows.runners import guard_temporary_servers
-
             guard_temporary_servers()
 
         loader.exec_module = exec_module
@@ -87,8 +85,6 @@ def install_import_hook() -> None:
     """Guard Prefect's temporary servers of this process whenever Prefect's server module is
     imported (the CLI calls this first; idempotent)."""
     if _TARGET in sys.modules:
-        from flows.runners import guard_temporary_servers
-
         guard_temporary_servers()
     elif not any(isinstance(f, _GuardOnImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _GuardOnImport())  # type: ignore[arg-type]
@@ -146,7 +142,7 @@ def migrate_prefect_database() -> None:
         return
     from prefect.server.database import provide_database_interface
 
-    from tasks.stores import store_lock
+    from runtime.stores import store_lock
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with store_lock(path):
@@ -185,3 +181,32 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     main(sys.argv[1:])
+
+
+class _GuardedSubprocess:
+    """`subprocess` as seen by `prefect.server.api.server`: `Popen` of the uvicorn server runs
+    it through `flows.server_guard <parent pid>` instead of `-m uvicorn` directly."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def Popen(self, args: Any, *rest: Any, **kwargs: Any) -> Any:
+        args = list(args)
+        if args[1:3] == ["-m", "uvicorn"]:
+            # -P: the server never imports from the folder the CLI runs in (issue 28)
+            args[1:3] = ["-P", "-m", "flows.server_guard", str(os.getpid()), "--"]
+            kwargs["env"] = neutral_environment(kwargs.get("env"))
+        return self._real.Popen(args, *rest, **kwargs)
+
+
+def guard_temporary_servers() -> None:
+    """Make every temporary Prefect server of this process die with it (idempotent)."""
+    import subprocess
+
+    from prefect.server.api import server as prefect_server
+
+    if not isinstance(prefect_server.subprocess, _GuardedSubprocess):
+        prefect_server.subprocess = _GuardedSubprocess(subprocess)  # type: ignore[assignment]

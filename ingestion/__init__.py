@@ -71,6 +71,6 @@ crash-safe steps), `run` (`ingest_inbox`), `readers` (the dataset back), `refere
 (`campaign:NAME[@HASH]` for flows), `campaign_shape`, `writers`, `withdraw`, `campaigns` (the
 campaign file `campaigns.toml`: read and shape-checked for `--trigger-studies`; ingestion
 itself never reads it). The Prefect tasks and
-the MLflow recorder are `tasks.ingest` and `tasks.ingest_records`; atomic writes are
+the MLflow recorder are `tasks.ingest.tasks` and `tasks.ingest.records`; atomic writes are
 `schemas.storage`.
 """

@@ -1,6 +1,6 @@
 """Lazy re-exports for package `__init__` modules: `from methods import fit_parameters` works,
 but importing `methods` (or a light submodule such as `methods.errors`) does not import every
-submodule and scipy with it. A loaded model product (`tasks/products.py`) needs only a few
+submodule and scipy with it. A loaded model product (`products/pyfunc.py`) needs only a few
 modules; the rest would cost most of its load time."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A time limit on one call into a user's plugin model (issue 28).
 
 A press plugin (`module:attr`, `models/registry.py`) is the user's code: importing its module,
-constructing it and evaluating its `response` on CasADi symbols (`methods.press.core`) could
+constructing it and evaluating its `response` on CasADi symbols (`methods.press.lsq.core`) could
 run for ever. `call_with_time_limit` bounds one such call by `GREYLAB_PLUGIN_TIMEOUT_S`
 seconds (default 60; `0` switches the limit off), set on the machine that runs the work (the
 CLI's shell or a worker's environment, not a flow parameter). Beyond it the call is stopped

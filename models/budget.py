@@ -18,7 +18,7 @@ steps of ``substeps`` RK4 substeps over ``states`` states, with forward sensitiv
   (``32 x delay_taps x samples``).
 
 The limits are set on the machine that runs the work (the CLI's shell or a worker's
-environment; a flow parameter cannot raise them), like those of ``tasks/limits.py``:
+environment; a flow parameter cannot raise them), like those of ``models/limits.py``:
 
 | variable                      | limits                                              | default       |
 |-------------------------------|-----------------------------------------------------|---------------|

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
+import json
 import os
 import tempfile
 from collections.abc import Callable
@@ -90,6 +92,14 @@ def write_parquet_atomic(frame: pd.DataFrame, path: str | Path) -> Path:
 def write_text_atomic(text: str, path: str | Path) -> Path:
     """A small UTF-8 text file, written atomically."""
     return write_atomic(path, lambda handle: handle.write(text.encode("utf-8")))
+
+
+def content_hash(frame: pd.DataFrame) -> str:
+    """SHA-256 of a table's content (values, column names and dtypes; not the index)."""
+    hashed = pd.util.hash_pandas_object(frame.reset_index(drop=True), index=False)
+    digest = hashlib.sha256(hashed.to_numpy().tobytes())
+    digest.update(json.dumps([(str(c), str(t)) for c, t in frame.dtypes.items()]).encode())
+    return digest.hexdigest()
 
 
 def store_table(frame: pd.DataFrame, folder: str | Path, digest: str) -> Path:

@@ -209,7 +209,7 @@ def test_called_commands_and_modules_exist(services: dict[str, Any]) -> None:
 
 
 def test_greylab_variables_are_the_documented_ones(compose: dict[str, Any]) -> None:
-    documented = (ROOT / "tasks" / "settings.py").read_text()
+    documented = (ROOT / "runtime" / "settings.py").read_text()
     env = compose["x-greylab-env"]
     for key in (
         "GREYLAB_HOME",
@@ -221,7 +221,7 @@ def test_greylab_variables_are_the_documented_ones(compose: dict[str, Any]) -> N
         assert key in env and f"`{key}`" in documented, key
     for key in env:
         if key.startswith("GREYLAB_"):
-            assert f"`{key}`" in documented, f"{key} is not documented in tasks/settings.py"
+            assert f"`{key}`" in documented, f"{key} is not documented in runtime/settings.py"
 
 
 def test_deploy_service_registers_the_project_deployments(services: dict[str, Any]) -> None:

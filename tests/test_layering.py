@@ -115,3 +115,89 @@ def test_checker_sees_orchestration_in_a_pure_layer(tmp_path: Path) -> None:
 def test_layers_block_is_parsed_lowest_first() -> None:
     text = "x\n```layers\nmethods  # pure\nmodels, schemas\n\nflows\n```\n"
     assert read_layers(text) == [["methods"], ["models", "schemas"], ["flows"]]
+
+
+def _type_checking(node: ast.AST) -> bool:
+    """`if TYPE_CHECKING:`: imports for annotations only, never executed."""
+    return isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING"
+
+
+def module_graph(root: Path, packages: list[str]) -> dict[str, set[str]]:
+    """Project module -> the project modules it imports (also inside functions; not those
+    under `if TYPE_CHECKING:`, which never run); `from a import b` counts as an import of the
+    module `a.b` when that is a module, else of `a`."""
+    paths = {}
+    for package in packages:
+        for path in (root / package).rglob("*.py"):
+            parts = list(path.relative_to(root).with_suffix("").parts)
+            paths[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        found = set()
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        typing_only = {id(n) for block in ast.walk(tree) if _type_checking(block)
+                       for n in ast.walk(block)}  # fmt: skip
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names if a.name in paths}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                for alias in node.names:
+                    full = f"{node.module}.{alias.name}"
+                    found |= {full} if full in paths else {node.module} & set(paths)
+        graph[name] = found - {name}
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    cycles.append(sorted(component))
+    return cycles
+
+
+def test_no_import_circle_between_modules() -> None:
+    """Issue 29: no two modules import each other, directly or around a circle, not even
+    inside functions (a lazy import hides a circle; it does not remove it)."""
+    packages = [name for layer in LAYERS for name in layer if (ROOT / name).is_dir()]
+    cycles = import_cycles(module_graph(ROOT, packages))
+    assert not cycles, f"import circles: {cycles}"
+
+
+def test_cycle_checker_finds_a_lazy_circle(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {"pkg/__init__.py": "", "pkg/a.py": "from pkg.b import x\n",
+                            "pkg/b.py": "def f():\n    from pkg import a\n",
+                            "pkg/c.py": "import pkg.a\n"})  # fmt: skip
+    assert import_cycles(module_graph(root, ["pkg"])) == [["pkg.a", "pkg.b"]]

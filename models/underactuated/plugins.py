@@ -10,7 +10,7 @@ The same three parties as for press models (models/registry.py):
   allows: built-in names, entry points in group ``greylab.systems`` of its environment (by
   name or by their ``module:attr`` value) and the comma-separated ``module:attr`` references of
   ``GREYLAB_ALLOWED_SYSTEMS``. `check_system_reference` is the gate of the flow settings and of
-  `tasks.inverse.check_study`: it never imports anything.
+  `models.underactuated.study.check_study`: it never imports anything.
 
 `resolve_system` checks the type of what it imported before calling anything: an instance
 with the protocol's functions is used, a class with them is instantiated with no arguments,

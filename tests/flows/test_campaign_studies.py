@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from flows.campaign_studies import setting_keys, start_study, study_settings
-from flows.press_settings import PressStudy
+from flows.press.settings import PressStudy
 from ingestion.campaigns import CampaignFileError, read_campaign_file
 from ingestion.rules import Study
 from tests.flows.spring_lab import MODEL, install_spring, write_sheet

@@ -10,13 +10,13 @@ from typing import Any
 import pytest
 
 from flows.cli import main
-from flows.ingest_settings import IngestSettings
+from flows.ingest.settings import IngestSettings
 
 
 @pytest.fixture
 def calls(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """`run_ingest` replaced by a recorder of its arguments (no Prefect server, no files)."""
-    from flows import ingest_flow
+    from flows.ingest import flow as ingest_flow
 
     monkeypatch.setenv("GREYLAB_HOME", str(tmp_path / "home"))
     seen: list[dict[str, Any]] = []

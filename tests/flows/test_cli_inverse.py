@@ -187,9 +187,9 @@ def test_infeasible_crane_demand_names_the_time(tmp_path: Path, capsys) -> None:
 def test_study_settings_and_per_system_overrides() -> None:
     from pydantic import ValidationError
 
-    from flows.inverse_flow import InverseStudy
+    from flows.inverse.flow import InverseStudy
     from methods.errors import InputError
-    from tasks.inverse import check_study, overrides_for
+    from models.underactuated.study import check_study, overrides_for
 
     systems = ["two_mass", "planar_crane"]
     both = {"planar_crane.m": 6.0, "two_mass.k": 50.0}
@@ -236,7 +236,7 @@ def test_run_keeps_its_option_names_and_defaults() -> None:
 
 
 def test_settings_use_the_core_method_enum() -> None:
-    from flows.inverse_settings import InverseStudy
+    from flows.inverse.settings import InverseStudy
     from methods.dae import Method
 
     assert InverseStudy.model_fields["method"].annotation is Method
@@ -245,7 +245,7 @@ def test_settings_use_the_core_method_enum() -> None:
 
 
 def test_no_track_checks_and_solves_one_built_system(monkeypatch, capsys) -> None:
-    import tasks.inverse
+    import models.underactuated.study
 
     built: list[str] = []
 
@@ -253,7 +253,7 @@ def test_no_track_checks_and_solves_one_built_system(monkeypatch, capsys) -> Non
         built.append(name)
         return get_system(name, overrides)
 
-    monkeypatch.setattr(tasks.inverse, "get_system", counting)
+    monkeypatch.setattr(models.underactuated.study, "get_system", counting)
     code, out, err = _run(
         capsys, "inverse", "run", "two_mass", "--dt", "5e-3", "--method", "BDF2", "--no-check",
         "--no-track", "--json",

@@ -13,10 +13,10 @@ from typer.core import TyperOption
 from typer.testing import CliRunner
 
 from flows.cli_settings import Cli, option_name, settings_from_cli, with_settings
-from flows.drive_settings import DriveSearch
-from flows.ingest_settings import IngestSettings
-from flows.inverse_settings import InverseStudy
-from flows.press_settings import PressStudy
+from flows.drive.settings import DriveSearch
+from flows.ingest.settings import IngestSettings
+from flows.inverse.settings import InverseStudy
+from flows.press.settings import PressStudy
 from methods.errors import InputError
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from flows import drive_flow
-from flows.drive_flow import DriveSearch, checkpoint_dir
+from flows.drive import flow as drive_flow
+from flows.drive.flow import DriveSearch, checkpoint_dir
 
 
 @pytest.fixture(autouse=True)

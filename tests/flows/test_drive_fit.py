@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.drive_settings import DriveSearch
+from flows.drive.settings import DriveSearch
 from models.drivetrain import reference_recording
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,10 +30,10 @@ def recording(tmp_path: Path) -> Path:
 def test_a_fit_through_the_flow_is_recorded_registered_and_compared(
     private_prefect: None, recording: Path
 ) -> None:
-    from flows.drive_flow import run_drive_search
-    from tasks.compare import runs_table
-    from tasks.settings import load_settings
-    from tasks.tracking import Tracker
+    from flows.drive.flow import run_drive_search
+    from runtime.settings import load_settings
+    from tracking.compare import runs_table
+    from tracking.mlflow_tracker import Tracker
 
     study = DriveSearch(data=str(recording), structure=["1", "6"], workers=1)
     result = run_drive_search(study, runner="thread")
@@ -57,7 +57,7 @@ def test_a_fit_through_the_flow_is_recorded_registered_and_compared(
 def test_a_search_returns_the_evidence_for_its_answer(
     private_prefect: None, recording: Path
 ) -> None:
-    from flows.drive_flow import run_drive_search
+    from flows.drive.flow import run_drive_search
 
     # seed 1 starts from {1,6,7} and {3,7}: no backlash anywhere near the answer, whose
     # neighbours cost minutes each on this machine (seed 0's best was {2,5,6,9})

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from flows.cli import main
-from flows.drive_settings import DrivePreset, DriveSearch
+from flows.drive.settings import DrivePreset, DriveSearch
 from models.drivetrain import reference_recording
 from models.drivetrain.gp.presets import data_settings, emps_settings
 from models.drivetrain.scales import estimate_scales
@@ -41,10 +41,10 @@ def test_a_given_recording_uses_its_own_scales_and_nominals_override() -> None:
 def test_the_run_logs_prints_and_returns_the_scales(
     private_prefect: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from flows.cli_drive import print_drive_result
-    from flows.drive_flow import run_drive_search
-    from tasks.settings import load_settings
-    from tasks.tracking import Tracker
+    from flows.drive.cli import print_drive_result
+    from flows.drive.flow import run_drive_search
+    from runtime.settings import load_settings
+    from tracking.mlflow_tracker import Tracker
 
     data = tmp_path / "rec.csv"
     reference_recording(RIGID, duration=1.2).to_csv(data, index=False)

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from prefect.utilities.callables import parameter_schema
 
-from flows.drive_flow import drive_structure_search
-from flows.ingest_flow import ingest_lab_data
-from flows.inverse_flow import inverse_simulation
-from flows.press_flow import press_uncertainty
+from flows.drive.flow import drive_structure_search
+from flows.ingest.flow import ingest_lab_data
+from flows.inverse.flow import inverse_simulation
+from flows.press.flow import press_uncertainty
 
 FLOWS = {"press": press_uncertainty, "drive": drive_structure_search,
          "inverse": inverse_simulation, "ingest": ingest_lab_data}  # fmt: skip
@@ -95,8 +95,8 @@ def test_hostile_dashboard_values_are_refused_by_the_settings(settings, values, 
     range, are refused with the field named, before anything runs."""
     from pydantic import ValidationError
 
-    from flows.drive_settings import DriveSearch
-    from flows.press_settings import PressStudy
+    from flows.drive.settings import DriveSearch
+    from flows.press.settings import PressStudy
 
     model = {"press": PressStudy, "drive": DriveSearch}[settings]
     with pytest.raises((ValidationError, ValueError)) as caught:

@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 from pydantic import ValidationError
 
-from flows import ingest_flow
 from flows.campaign_studies import start_studies, start_study
-from flows.ingest_flow import IngestSettings, run_ingest
+from flows.ingest import flow as ingest_flow
+from flows.ingest.flow import IngestSettings, run_ingest
 from ingestion.ledger import Ledger
 from ingestion.readers import campaign_table, read_dataset
 from ingestion.rules import Study
@@ -84,7 +84,7 @@ def test_study_trigger_runs_press_on_the_real_campaign_table_and_skips_drive(
 ) -> None:
     """The campaign table is built from the ingested parts; only the press study itself is
     replaced by a recorder (its own tests run it)."""
-    import flows.press_flow
+    import flows.press.flow
 
     inbox, root = _lab(tmp_path)
     rng = np.random.default_rng(3)
@@ -94,7 +94,7 @@ def test_study_trigger_runs_press_on_the_real_campaign_table_and_skips_drive(
     assert ingest_inbox(inbox, root).count(ingest_flow.ingest_tasks.Status.ingested) == 3
     seen: list[Any] = []
     monkeypatch.setattr(
-        flows.press_flow,
+        flows.press.flow,
         "run_press_study",
         lambda study: seen.append(study) or SimpleNamespace(parent_run_id="run-1"),
     )
@@ -112,7 +112,7 @@ def test_study_trigger_runs_press_on_the_real_campaign_table_and_skips_drive(
     table = pd.read_parquet(done["data"])
     assert sorted(table["series"].unique()) == [0, 1, 2, 3, 4] and len(table) == 5 * 4 * 2
     pd.testing.assert_frame_equal(table, campaign_table(root, "press", "line-1"))
-    monkeypatch.setattr(flows.press_flow, "run_press_study", _no_study)
+    monkeypatch.setattr(flows.press.flow, "run_press_study", _no_study)
     assert start_study(Study.drive, "rig", root, None, ["p"])[0]["status"] == "skipped"
 
 
@@ -122,7 +122,7 @@ def test_study_trigger_reports_bad_campaign_data_without_failing(
     """Each file is valid, their concatenation is not (4 steps, then 3): a campaign stored
     before issue 28, whose shape check now quarantines the second file
     (tests/hostile/test_campaign_integrity.py), so the check is bypassed here."""
-    import flows.press_flow
+    import flows.press.flow
     from ingestion.job import Job
 
     inbox, root = _lab(tmp_path)
@@ -132,7 +132,7 @@ def test_study_trigger_reports_bad_campaign_data_without_failing(
     with monkeypatch.context() as patch:
         patch.setattr(Job, "_misfit", lambda *args: None)
         assert ingest_inbox(inbox, root).count(ingest_flow.ingest_tasks.Status.ingested) == 2
-    monkeypatch.setattr(flows.press_flow, "run_press_study", _no_study)
+    monkeypatch.setattr(flows.press.flow, "run_press_study", _no_study)
     (result,) = start_study(Study.press, "line-1", root, None, [])
     assert result["status"] == "failed" and "series 2 lacks step(s) [3]" in result["reason"]
     assert not (root / "campaigns").exists()
@@ -141,7 +141,7 @@ def test_study_trigger_reports_bad_campaign_data_without_failing(
 def _download_json(run_id: str, artifact: str, tmp_path: Path) -> dict[str, Any]:
     import json
 
-    from tasks.tracking import Tracker
+    from tracking.mlflow_tracker import Tracker
 
     folder = tmp_path / f"artifacts-{run_id}"
     folder.mkdir()
@@ -194,12 +194,12 @@ def test_flow_ingests_tracks_and_triggers_the_study(
 ) -> None:
     """Two real flow runs (ephemeral Prefect server, SQLite MLflow in tmp): the second one is
     idempotent for what is stored and takes only the new drive recording."""
-    import flows.press_flow
-    from tasks.tracking import Tracker
+    import flows.press.flow
+    from tracking.mlflow_tracker import Tracker
 
     studies: list[Any] = []
     monkeypatch.setattr(
-        flows.press_flow,
+        flows.press.flow,
         "run_press_study",
         lambda study: studies.append(study) or SimpleNamespace(parent_run_id="press-run"),
     )
@@ -255,7 +255,7 @@ def test_campaign_file_runs_its_plugin_model_with_its_sensor_sheet(
     D_vertical, ...) could not. Another campaign's bad table is refused; its data is stored."""
     import json
 
-    from tasks.tracking import Tracker
+    from tracking.mlflow_tracker import Tracker
 
     install_spring(tmp_path, monkeypatch)
     inbox, root = _lab(tmp_path)
@@ -294,7 +294,7 @@ def test_drive_campaign_runs_the_search_on_each_new_recording(
 ) -> None:
     """Drive recordings are separate experiments: one search per new recording, each on a
     valid recording table (`position_rad` only where recorded); the search is a recorder."""
-    import flows.drive_flow
+    import flows.drive.flow
     from schemas.drive import load_drive_recording
 
     inbox, root = _lab(tmp_path)
@@ -306,7 +306,7 @@ def test_drive_campaign_runs_the_search_on_each_new_recording(
     report = ingest_inbox(inbox, root)
     seen: list[Any] = []
     monkeypatch.setattr(
-        flows.drive_flow,
+        flows.drive.flow,
         "run_drive_search",
         lambda study: seen.append(study) or SimpleNamespace(run_id=f"drive-{len(seen)}"),
     )

@@ -15,8 +15,8 @@ from pydantic import ValidationError
 from typer.core import TyperOption
 
 from flows.cli import main
-from flows.drive_settings import DrivePreset, DriveSearch
-from flows.press_settings import PressStudy
+from flows.drive.settings import DrivePreset, DriveSearch
+from flows.press.settings import PressStudy
 from methods.press.uncertainty.tables import Correction, Statistic
 from models.drivetrain.gp.presets import emps_settings, paper_settings
 from models.drivetrain.gp.settings import GPSettings
@@ -112,12 +112,12 @@ def test_the_command_line_names_a_conflict(
 def test_drive_run_records_the_papers_settings_as_used(
     private_prefect: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from flows import drive_settings
-    from flows.drive_flow import run_drive_search
+    from flows.drive import settings as drive_settings
+    from flows.drive.flow import run_drive_search
     from models.drivetrain import reference_recording
-    from tasks.recorder import param_text
-    from tasks.settings import load_settings
-    from tasks.tracking import Tracker
+    from runtime.settings import load_settings
+    from tracking.mlflow_tracker import Tracker
+    from tracking.protocol import param_text
 
     # the paper's 6 x 20 shrunk to 2 x 1 for speed; every other setting is the paper's
     monkeypatch.setattr(drive_settings, "PAPER_POPULATION", 2)
@@ -146,10 +146,10 @@ def test_drive_run_records_the_papers_settings_as_used(
 
 
 def test_press_run_records_the_papers_statistic(private_prefect: None) -> None:
-    from flows.press_flow import press_uncertainty
+    from flows.press.flow import press_uncertainty
     from flows.runners import run_flow
-    from tasks.settings import load_settings
-    from tasks.tracking import Tracker
+    from runtime.settings import load_settings
+    from tracking.mlflow_tracker import Tracker
 
     study = PressStudy(models=["M3"], split="series", n_tests=5, batch_size=5, cache=False,
                        register_model=False, paper=True)  # fmt: skip
@@ -170,7 +170,7 @@ def test_press_run_records_the_papers_statistic(private_prefect: None) -> None:
 def test_a_paper_search_runs_the_papers_six_by_twenty(
     private_prefect: None, tmp_path: Path
 ) -> None:
-    from flows.drive_flow import run_drive_search
+    from flows.drive.flow import run_drive_search
     from models.drivetrain import reference_recording
 
     data = tmp_path / "ref.csv"  # a short record keeps the 120 identifications cheap

@@ -119,7 +119,7 @@ def test_cache_hit_reported_then_edits_recompute(
 def test_cache_use_is_tagged_in_mlflow(lab: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from mlflow import MlflowClient
 
-    from tasks.settings import load_settings
+    from runtime.settings import load_settings
 
     detect(lab, capsys)
     cached = detect(lab, capsys)
@@ -145,7 +145,7 @@ def test_half_written_cache_entries_are_recomputed(
 ) -> None:
     """A crash while a result was written leaves a truncated cache file: the next run must
     recompute (a miss), never fail or return garbage."""
-    from tasks.settings import load_settings
+    from runtime.settings import load_settings
 
     first = detect(lab, capsys)
     entries = [p for p in load_settings().cache_dir.rglob("*") if p.is_file()]

@@ -15,8 +15,8 @@ COSTS = {"D_vertical": 5.0, "F_horizontal": 1.0, "B0_vertical": 1.0}
 
 
 def test_the_flow_designs_within_the_sheet_costs(private_prefect: None, tmp_path: Path) -> None:
-    from flows.press_flow import PressStudy, run_press_study
-    from tasks.tracking import Tracker
+    from flows.press.flow import PressStudy, run_press_study
+    from tracking.mlflow_tracker import Tracker
 
     table, sheet = simulate_press(truth="M3", seed=1)
     table.to_csv(tmp_path / "lab.csv", index=False)

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tasks.settings import load_settings
-from tasks.tracking import EXPERIMENT_KIND, Tracker
+from runtime.settings import load_settings
+from tracking.mlflow_tracker import EXPERIMENT_KIND, Tracker
 
 
 def test_press_records_the_tests_it_ran_not_the_tests_asked_for(
@@ -17,7 +17,7 @@ def test_press_records_the_tests_it_ran_not_the_tests_asked_for(
 ) -> None:
     from prefect.client.orchestration import get_client
 
-    from flows.press_flow import PressStudy, press_uncertainty
+    from flows.press.flow import PressStudy, press_uncertainty
     from flows.runners import run_flow
 
     # 6 series split 3 + 3: C(6, 3) = 20 distinct series splits, 30 asked for
@@ -68,8 +68,8 @@ def test_press_records_the_tests_it_ran_not_the_tests_asked_for(
 
 
 def test_the_design_model_is_the_setting_else_the_richest_candidate() -> None:
-    from flows.press_flow import design_model_of
-    from flows.press_settings import PressStudy
+    from flows.press.flow import design_model_of
+    from flows.press.settings import PressStudy
 
     # the built-in models all have the two stiffnesses: a tie goes to the last listed
     assert design_model_of(PressStudy(models=["M1", "M2"])) == ("M2", "most parameters")

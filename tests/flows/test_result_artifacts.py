@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-from tasks.study_results import DriveResult, Link, ModelVerdict, PressResult, cell
+from tasks.drive.result import DriveResult
+from tasks.press.result import ModelVerdict, PressResult
+from tracking.markdown import Link, cell
 
 HOSTILE = "M|1 <img src=x onerror=alert(1)> [link](http://evil) **bold**\n# heading"
 
@@ -53,7 +55,7 @@ def test_press_flow_run_publishes_its_verdict_table(private_prefect: None) -> No
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
-    from flows.press_flow import PressStudy, run_press_study
+    from flows.press.flow import PressStudy, run_press_study
 
     result = run_press_study(PressStudy(models=["M3"], n_tests=4, batch_size=4, cache=False))
 
@@ -71,12 +73,13 @@ def test_press_flow_run_publishes_its_verdict_table(private_prefect: None) -> No
 
 
 def test_inverse_and_ingest_results_render_their_rows_escaped() -> None:
-    from tasks.study_results import IngestResult, InverseResult
+    from tasks.ingest.result import IngestResult
+    from tasks.inverse.result import InverseStudyResult
 
     runs = ({"system": HOSTILE, "method": "euler", "dt": 0.001, "status": "failed",
              "error": "infeasible <b>", "run_id": "r1"},
             {"system": "two_mass", "method": "bdf2", "dt": 0.01, "status": "ok", "run_id": "r2"})  # fmt: skip
-    inverse = InverseResult(runs, 1, "parent", "ui")
+    inverse = InverseStudyResult(runs, 1, "parent", "ui")
     text = inverse.markdown()
     assert text.startswith("# Inverse simulation: 1 ok, 1 failed")
     assert "<img" not in text.replace(r"\<img", "") and "<b>" not in text.replace(r"\<b\>", "")
@@ -98,9 +101,9 @@ def test_inverse_and_ingest_results_render_their_rows_escaped() -> None:
 
 
 def test_drive_flow_registers_validates_and_resumes(private_prefect: None, tmp_path: Path) -> None:
-    from flows.drive_flow import DriveSearch, run_drive_search
+    from flows.drive.flow import DriveSearch, run_drive_search
     from models.drivetrain import reference_recording
-    from tasks.validation import validate_model
+    from products.validation import validate_model
 
     recording = tmp_path / "validation.csv"
     reference_recording(noise=0.01, seed=3).to_csv(recording, index=False)
@@ -117,8 +120,8 @@ def test_drive_flow_registers_validates_and_resumes(private_prefect: None, tmp_p
     assert first.to_dict()["validation"] == first.validation
     # what MLflow records is what the run used: the settings as given, and for the two the
     # run decides (empty preset, batch size 0), the values it took
-    from tasks.settings import load_settings
-    from tasks.tracking import Tracker
+    from runtime.settings import load_settings
+    from tracking.mlflow_tracker import Tracker
 
     params = Tracker(load_settings()).client.get_run(first.run_id).data.params
     given = {k: v if isinstance(v, str) else json.dumps(v)

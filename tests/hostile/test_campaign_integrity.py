@@ -212,13 +212,13 @@ def test_after_a_withdrawal_the_campaigns_study_starts_again(
     recorder, the table task run as its plain function: no Prefect engine needed)."""
     from types import SimpleNamespace
 
-    import flows.press_flow
-    from tasks import ingest as ingest_tasks
+    import flows.press.flow
+    from tasks.ingest import tasks as ingest_tasks
 
     _, root, sha = _broken_campaign(tmp_path, monkeypatch)
     monkeypatch.setattr(ingest_tasks, "campaign_table_task", ingest_tasks.campaign_table_task.fn)
     seen: list = []
-    monkeypatch.setattr(flows.press_flow, "run_press_study",
+    monkeypatch.setattr(flows.press.flow, "run_press_study",
                         lambda s: seen.append(s) or SimpleNamespace(parent_run_id="r"))  # fmt: skip
     (failed,) = start_study(Study.press, "line-1", root, None, [])
     assert failed["status"] == "failed" and "every series must have every step" in failed["reason"]

@@ -83,7 +83,7 @@ def test_the_steps_limit_is_configurable(capsys, monkeypatch) -> None:
 
 def test_memory_error_exits_2_with_a_message(capsys, monkeypatch) -> None:
     # A MemoryError cannot be caused safely on a shared machine: raise one from the command.
-    import flows.cli_inverse as cli_inverse
+    import flows.inverse.cli as cli_inverse
 
     def exhausted(*args, **kwargs):
         raise MemoryError
@@ -94,9 +94,9 @@ def test_memory_error_exits_2_with_a_message(capsys, monkeypatch) -> None:
 
 
 def test_flow_settings_refuse_abusive_sizes(monkeypatch) -> None:
-    from flows.drive_flow import DriveSearch
-    from flows.inverse_flow import InverseStudy
-    from flows.press_flow import PressStudy
+    from flows.drive.flow import DriveSearch
+    from flows.inverse.flow import InverseStudy
+    from flows.press.flow import PressStudy
 
     with pytest.raises(ValidationError, match="GREYLAB_MAX_INVERSE_STEPS"):
         InverseStudy(t_end=1e9)

@@ -15,8 +15,8 @@ from pydantic import ValidationError
 
 from flows.cli_settings import settings_from_cli
 from flows.data_refs import FILES_ENV, ROOTS_ENV
-from flows.drive_settings import DriveSearch
-from flows.press_settings import PressStudy
+from flows.drive.settings import DriveSearch
+from flows.press.settings import PressStudy
 from ingestion.readers import campaign_table
 from ingestion.run import ingest_inbox
 from tests.tasks.ingest_data import drive_frame, press_frame, write

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from flows.drive_settings import DriveFit, DriveSearch
+from flows.drive.settings import DriveFit, DriveSearch
 from models.drivetrain import reference_recording
 
 ROOT = Path(__file__).resolve().parents[2]

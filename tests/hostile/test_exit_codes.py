@@ -119,9 +119,9 @@ def test_sensor_names_become_valid_mlflow_keys_with_the_original_kept(home) -> N
     """`press detect` ended with "Invalid value normality.p.[...]" for a sensor `a[1]`."""
     from methods import check_normality
     from models.press import simulate_press
-    from tasks.press_records import PressRecorder
-    from tasks.settings import load_settings
-    from tasks.tracking import Tracker
+    from runtime.settings import load_settings
+    from tasks.press.records import PressRecorder
+    from tracking.mlflow_tracker import Tracker
 
     table = simulate_press("M3", seed=1)[0]
     names = {"D_vertical": "a[1]", "F_horizontal": "../b//c", "B0_vertical": "x" * 300}
@@ -146,7 +146,7 @@ def test_validation_tags_of_odd_sensor_names_are_valid(home) -> None:
     """Registered versions are tagged `validation.<output>.<metric>`: sanitised too."""
     from mlflow.utils.validation import _validate_tag_name
 
-    from tasks.recorder import mlflow_key
+    from tracking.protocol import mlflow_key
 
     for output in ("a[1]", "/etc", "..", "ä ö", "x" * 400):
         _validate_tag_name(mlflow_key(f"validation.{output}.rmse"))

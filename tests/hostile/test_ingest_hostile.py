@@ -17,8 +17,8 @@ from ingestion import job
 from ingestion.errors import IngestBusyError, IngestError
 from ingestion.ledger import Ledger, exclusive_lock
 from schemas.lab_files import FileLimits
-from tasks import ingest
-from tasks.ingest import Status, ingest_inbox, read_dataset
+from tasks.ingest import tasks as ingest
+from tasks.ingest.tasks import Status, ingest_inbox, read_dataset
 from tests.tasks.ingest_data import press_frame, write
 
 SETTLE = 0.3  # seconds: long enough to see a writer, short enough for a fast suite
@@ -195,7 +195,7 @@ def test_non_integer_series_and_steps_are_rejected_with_the_row(tmp_path: Path) 
 
 
 def test_formula_prefixed_names_are_neutralised_in_csv_artifacts(tmp_path: Path) -> None:
-    from tasks.tracking import Tracker
+    from tracking.mlflow_tracker import Tracker
 
     inbox, root = _folders(tmp_path)
     names = ["=cmd|' -C calc'!A0.csv", "+x.csv", "-y.csv", "@z.csv"]
@@ -268,7 +268,7 @@ def test_folders_on_the_import_path_are_refused(tmp_path: Path) -> None:
 def test_mlflow_unreachable_after_storing_says_what_was_stored(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from flows import ingest_flow
+    from flows.ingest import flow as ingest_flow
 
     inbox, root = _folders(tmp_path)
     write(inbox, "line-1__a.csv", press_frame(np.random.default_rng(50)))
@@ -310,13 +310,13 @@ HOSTILE_CAMPAIGN_FILES = {
 
 def _refused_after_ingesting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[dict]:
     """Ingest a press file of campaign line-1, then trigger its study: returns the studies."""
-    import flows.press_flow
+    import flows.press.flow
     from flows.campaign_studies import start_studies
 
     def no_study(study: object) -> None:
         raise AssertionError(f"no study may start from a bad campaign file: {study}")
 
-    monkeypatch.setattr(flows.press_flow, "run_press_study", no_study)
+    monkeypatch.setattr(flows.press.flow, "run_press_study", no_study)
     inbox, root = _folders(tmp_path)
     frame = press_frame(np.random.default_rng(60))
     write(inbox, "line-1__a.csv", frame)

@@ -14,7 +14,7 @@ import pytest
 from pydantic import ValidationError
 
 from flows.cli import main
-from flows.inverse_settings import InverseStudy
+from flows.inverse.settings import InverseStudy
 from methods.errors import InputError
 from models.underactuated import plugins
 
@@ -168,7 +168,7 @@ def test_dashboard_runs_take_only_systems_the_worker_allows(lab: Path, monkeypat
 
 
 def test_the_study_check_is_the_second_gate(lab: Path, monkeypatch) -> None:
-    from tasks.inverse import check_study
+    from models.underactuated.study import check_study
 
     monkeypatch.syspath_prepend(str(lab))
     with pytest.raises(InputError, match="not allowed for flow runs"):

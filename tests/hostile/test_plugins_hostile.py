@@ -107,7 +107,7 @@ def test_malformed_references_are_refused_before_importing() -> None:
 
 
 def test_flow_settings_take_plugins_only_from_the_allow_list(plugin, monkeypatch) -> None:
-    from flows.press_flow import PressStudy
+    from flows.press.flow import PressStudy
 
     for ref in ["os:abort", "hostile_plugin.models:factory", "quarantine.evil:x"]:
         with pytest.raises(ValidationError, match="not allowed for flow runs"):
@@ -126,7 +126,7 @@ def test_flow_settings_take_plugins_only_from_the_allow_list(plugin, monkeypatch
 
 
 def test_the_cli_allows_what_its_user_typed(plugin, monkeypatch) -> None:
-    from flows.press_flow import PressStudy
+    from flows.press.flow import PressStudy
 
     with pytest.raises(ValidationError):
         PressStudy(models=["hostile_plugin.models:INSTANCE"])
@@ -151,10 +151,11 @@ def test_cli_design_refuses_a_function_with_exit_2(tmp_path, capsys, monkeypatch
     "name", ["../../../escape", "a/b", "..", "x\\y", "", " lead", "a" * 101, "tab\there"]
 )
 def test_experiment_names_cannot_leave_the_store(name, tmp_path, monkeypatch) -> None:
-    from flows.drive_flow import DriveSearch
-    from flows.inverse_flow import InverseStudy
-    from flows.press_flow import PressStudy
-    from tasks.tracking import Tracker, validate_experiment_name
+    from flows.drive.flow import DriveSearch
+    from flows.inverse.flow import InverseStudy
+    from flows.press.flow import PressStudy
+    from tracking.mlflow_tracker import Tracker
+    from tracking.protocol import validate_experiment_name
 
     with pytest.raises(InputError):
         validate_experiment_name(name)
@@ -169,7 +170,7 @@ def test_experiment_names_cannot_leave_the_store(name, tmp_path, monkeypatch) ->
 
 
 def test_ordinary_experiment_names_pass() -> None:
-    from tasks.tracking import validate_experiment_name
+    from tracking.protocol import validate_experiment_name
 
     for name in ["press-uncertainty", "lab 2026.12 run_3", "a", "x+y=z@lab"]:
         assert validate_experiment_name(name) == name

@@ -84,7 +84,7 @@ def test_dask_workers_and_a_plugin_from_the_folder_import_no_shadow_module(tmp_p
 def test_the_temporary_server_starts_with_safe_path_and_without_the_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from flows.runners import _GuardedSubprocess
+    from flows.server_guard import _GuardedSubprocess
 
     seen: dict[str, Any] = {}
 

@@ -26,7 +26,7 @@ def product(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A press M3 product saved as greylab saves it, and a table from the twin to validate on."""
     from methods import correct_to_setpoints, fit_parameters
     from models.press import M3, simulate_press
-    from tasks.products import press_spec, saved_pyfunc
+    from products.pyfunc import press_spec, saved_pyfunc
 
     root = tmp_path_factory.mktemp("product")
     table, sheet = simulate_press("M3", seed=1)
@@ -197,8 +197,8 @@ def test_mlflow_still_loads_the_product_for_a_lab_that_trusts_it(product) -> Non
 
 def test_a_damaged_store_is_an_infrastructure_failure(product, home, capsys) -> None:
     """A truncated mlflow.db is not the user's input: exit 1, not 2."""
-    from tasks.settings import load_settings
-    from tasks.tracking import Tracker
+    from runtime.settings import load_settings
+    from tracking.mlflow_tracker import Tracker
 
     Tracker(load_settings()).ensure_store()
     db = home / "m.db"

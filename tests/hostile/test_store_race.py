@@ -2,7 +2,7 @@
 
 - Two first runs on a fresh GREYLAB_HOME raced the MLflow store's creation ("duplicate column
   name: step", "Online migration expected to match one row"): now N first runs at once all
-  succeed and all their runs are in the store (`tasks.stores.tracking_client` creates the
+  succeed and all their runs are in the store (`runtime.stores.tracking_client` creates the
   store under `mlflow.db.lock`; `flows.server_guard` does the same for Prefect's database).
 - A run whose process was SIGKILLed stayed RUNNING forever: the next start marks it KILLED.
 - A read-only GREYLAB_HOME retried for ~100 s and ended with a misleading message: now exit 2
@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pytest
 
-from tasks.settings import load_settings
-from tasks.stores import StoreError, check_sqlite_file
+from runtime.settings import load_settings
+from runtime.stores import StoreError, check_sqlite_file
 
 GREYLAB = Path(sys.executable).parent / "greylab"
 
 FIRST_RUN = """
 import sys
-from tasks.tracking import Tracker
+from tracking.mlflow_tracker import Tracker
 tracker = Tracker()
 tracker.ensure_store()
 run = tracker.start_run("race", "first", study="press")
@@ -95,7 +95,7 @@ def test_four_press_detect_first_runs_at_once_all_succeed(tmp_path: Path) -> Non
 
 KILLED_RUN = """
 import os, signal
-from tasks.tracking import Tracker
+from tracking.mlflow_tracker import Tracker
 tracker = Tracker()
 tracker.ensure_store()
 print(tracker.start_run("race", "doomed", study="press"), flush=True)
@@ -113,8 +113,8 @@ def test_a_run_of_a_killed_process_is_marked_killed_on_the_next_start(
     killed = out.strip()
     assert _runs(home)[killed] == "RUNNING"
 
-    from tasks import stores
-    from tasks.tracking import Tracker
+    from runtime import stores
+    from tracking.mlflow_tracker import Tracker
 
     monkeypatch.setenv("GREYLAB_HOME", str(home))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
@@ -219,7 +219,7 @@ def test_damaged_store_files_are_named(tmp_path: Path) -> None:
 
 def test_a_store_damaged_inside_exits_1_naming_it_on_press_validate(tmp_path: Path) -> None:
     """A store whose header is intact but whose pages are garbage fails inside MLflow
-    (`tasks.product_files.StoreUnreadable`): exit 1 with the store named, no "internal error"."""
+    (`products.files.StoreUnreadable`): exit 1 with the store named, no "internal error"."""
     home = tmp_path / "home"
     home.mkdir()
     _store(home / "mlflow.db")

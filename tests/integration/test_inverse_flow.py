@@ -23,7 +23,7 @@ def _runs(experiment: str) -> tuple[object, list]:
 
 
 def test_two_systems_in_parallel_then_a_failure(home: Path, tmp_path: Path) -> None:
-    from flows.inverse_flow import InverseStudy, run_inverse_study
+    from flows.inverse.flow import InverseStudy, run_inverse_study
     from methods.dae import InverseProblemError
 
     study = InverseStudy(

@@ -22,7 +22,7 @@ def test_a_worker_allowed_lab_system_runs_beside_a_built_in(
 ) -> None:
     from mlflow import MlflowClient
 
-    from flows.inverse_flow import InverseStudy, run_inverse_study
+    from flows.inverse.flow import InverseStudy, run_inverse_study
     from models.underactuated import plugins
 
     monkeypatch.syspath_prepend(str(EXAMPLE))

@@ -16,8 +16,8 @@ N_VALUES = 400
 
 
 def _writer(uri: str, index: int, parent: str) -> str:
-    from tasks.settings import load_settings
-    from tasks.tracking import Tracker
+    from runtime.settings import load_settings
+    from tracking.mlflow_tracker import Tracker
 
     tracker = Tracker(load_settings({"MLFLOW_TRACKING_URI": uri, "GREYLAB_HOME": "/tmp"}))
     run = tracker.start_run("parallel", f"writer-{index}", study="press", parent_run_id=parent)
@@ -30,8 +30,8 @@ def _writer(uri: str, index: int, parent: str) -> str:
 
 
 def test_parallel_writers_lose_nothing(tmp_path: Path) -> None:
-    from tasks.settings import load_settings
-    from tasks.tracking import Tracker
+    from runtime.settings import load_settings
+    from tracking.mlflow_tracker import Tracker
 
     with mlflow_server(tmp_path) as uri:
         tracker = Tracker(load_settings({"MLFLOW_TRACKING_URI": uri, "GREYLAB_HOME": "/tmp"}))

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from products.register import register
 from tests.integration.services import mlflow_server
 
 pytestmark = pytest.mark.integration
@@ -48,10 +49,10 @@ print(json.dumps({"seconds": seconds, "columns": list(out.columns),
 
 def _register_press(tracker: Any) -> dict[str, Any]:
     """A press study's model run for M3 on the twin (truth M3), as the flow records it."""
-    from flows.press_settings import PressStudy
+    from flows.press.settings import PressStudy
     from models.press import M3
-    from tasks import press as tasks
-    from tasks.press_records import PressRecorder
+    from tasks.press import tasks
+    from tasks.press.records import PressRecorder
 
     loaded = tasks.load_measurements.fn(None, None, {"truth": "M3", "seed": 1})
     path = tasks.correct.fn(loaded["path"])
@@ -73,15 +74,15 @@ def _register_drive(tracker: Any) -> dict[str, Any]:
     from models.drivetrain import REFERENCE_STRUCTURE, reference_recording
     from models.drivetrain.product import DriveModel
     from models.drivetrain.submodels import parameter_specs
-    from tasks.drive_records import DriveRecorder
-    from tasks.products import registered_name
+    from products.pyfunc import registered_name
+    from tasks.drive.records import DriveRecorder
 
     truth = {s.name: s.nominal for k in REFERENCE_STRUCTURE for s in parameter_specs(k)}
     model = DriveModel(structure=REFERENCE_STRUCTURE, parameters=truth, dt=1e-3)
     recording = reference_recording()
     recorder = DriveRecorder("registry-drive", tracker)
     with recorder.session({"what": "registry"}):
-        info = recorder.register(
+        info = register(recorder,
             recorder.run, {"kind": "drive", "model": model.to_dict()},
             name=registered_name("drive", "itest"), input_example=recording.head(200),
             tags={"greylab.structure": ",".join(model.structure)}, description="test",
@@ -93,8 +94,8 @@ def _register_drive(tracker: Any) -> dict[str, Any]:
 def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """A real MLflow server (127.0.0.1) holding press-M3/1 and drive-itest/1; stopped when the
     module's tests are done."""
-    from tasks.settings import load_settings
-    from tasks.tracking import Tracker
+    from runtime.settings import load_settings
+    from tracking.mlflow_tracker import Tracker
 
     tmp = tmp_path_factory.mktemp("registry")
     with mlflow_server(tmp) as uri, pytest.MonkeyPatch.context() as mp:
@@ -191,9 +192,9 @@ def test_the_readme_use_a_model_block_runs_as_written(
 
     from models.drivetrain.gp.presets import EMPS_PUBLISHED, emps_settings
     from models.drivetrain.product import DriveModel
+    from products.pyfunc import registered_name
     from schemas.drive import load_emps
-    from tasks.drive_records import DriveRecorder
-    from tasks.products import registered_name
+    from tasks.drive.records import DriveRecorder
 
     root = Path(__file__).resolve().parents[2]
     recording = load_emps(root / "data/emps/DATA_EMPS.mat", decimate=10)
@@ -203,7 +204,7 @@ def test_the_readme_use_a_model_block_runs_as_written(
                                      units="prismatic", source="IDIM-LS")  # fmt: skip
     recorder = DriveRecorder("registry-readme", registry["tracker"])
     with recorder.session({"what": "readme"}):
-        info = recorder.register(
+        info = register(recorder,
             recorder.run, {"kind": "drive", "model": model.to_dict()},
             name=registered_name("drive", "emps"), input_example=recording.head(200),
             tags={"greylab.structure": ",".join(structure)}, description="README block",

@@ -50,8 +50,8 @@ def _ran_on(cluster, prefix: str) -> bool:
 
 
 def test_press_and_drive_flows_on_a_dask_cluster(home: Path, dask_with_server) -> None:
-    from flows.drive_flow import DriveSearch, run_drive_search
-    from flows.press_flow import PressStudy, run_press_study
+    from flows.drive.flow import DriveSearch, run_drive_search
+    from flows.press.flow import PressStudy, run_press_study
 
     study = PressStudy(n_tests=12, batch_size=4, experiment="dask-check")
     result = run_press_study(study, runner="dask")

@@ -13,8 +13,7 @@ def drive(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from models.drivetrain.excitation import reference_recording
     from models.drivetrain.gp.search import StructureSearch
     from models.drivetrain.gp.settings import IdentificationSettings
-    from schemas.storage import store_table
-    from tasks.recorder import content_hash
+    from schemas.storage import content_hash, store_table
 
     recording = reference_recording(["one_mass", "viscous", "coulomb"], duration=0.6)
     folder = tmp_path_factory.mktemp("drive")

@@ -9,8 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from models import plugin_code
+from models.plugin_code import model_fingerprint
 from tasks import cache
-from tasks.cache import CacheUse, StudyCache, model_fingerprint, source_tree_hash
+from tasks.cache import CacheUse, StudyCache, source_tree_hash
 
 ROOT = Path(__file__).resolve().parents[2]
 CTX = SimpleNamespace(task=SimpleNamespace(source_code="def step(path, model): ..."))
@@ -126,10 +128,10 @@ def test_code_fingerprint_enters_the_key(tmp_path: Path, monkeypatch: pytest.Mon
 def test_fresh_model_module_reimports_an_edited_plugin(plugin_dir: Path) -> None:
     from models.registry import resolve_model
 
-    cache.fresh_model_module("springcache:spring")
+    plugin_code.fresh_model_module("springcache:spring")
     assert resolve_model("springcache:spring").response([2.0], 4.0) == 2.0
     (plugin_dir / "springcache.py").write_text(PLUGIN.format(scale=3))  # same size, same second
-    cache.fresh_model_module("springcache:spring")
+    plugin_code.fresh_model_module("springcache:spring")
     assert resolve_model("springcache:spring").response([2.0], 4.0) == 6.0
 
 
@@ -167,20 +169,20 @@ def test_two_attributes_of_one_module_do_not_force_reimports(
     from models.registry import resolve_model
 
     (plugin_dir / "springcache.py").write_text(PLUGIN.format(scale=1) + "other = Spring()\n")
-    cache.fresh_model_module("springcache:spring")
+    plugin_code.fresh_model_module("springcache:spring")
     resolve_model("springcache:spring")
     reloads: list[str] = []
     real_reload = importlib.reload
     monkeypatch.setattr(importlib, "reload", lambda m: reloads.append(m.__name__) or real_reload(m))
-    cache.fresh_model_module("springcache:other")  # same file, same code: nothing to re-import
-    cache.fresh_model_module("springcache:spring")
+    plugin_code.fresh_model_module("springcache:other")  # same file, same code: nothing to re-import
+    plugin_code.fresh_model_module("springcache:spring")
     assert reloads == []
 
 
 @pytest.mark.parametrize("raw", ["abc", "-1", "0", "nan", "1e999x"])
 def test_cache_expiry_setting_is_checked(raw: str) -> None:
     from methods.errors import InputError
-    from tasks.settings import load_settings
+    from runtime.settings import load_settings
 
     with pytest.raises(InputError, match="GREYLAB_CACHE_DAYS"):
         load_settings({"GREYLAB_CACHE_DAYS": raw})

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from flows.cli import main
-from tasks.compare import comparison_figure, runs_table
-from tasks.settings import load_settings
-from tasks.tracking import Tracker
+from runtime.settings import load_settings
+from tracking.compare import comparison_figure, runs_table
+from tracking.mlflow_tracker import Tracker
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ import pytest
 
 from models.drivetrain import reference_recording
 from models.drivetrain.structure_fit import StructureFit
-from tasks.drive_records import DriveRecorder
-from tasks.memory_tracker import InMemoryTracker
-from tasks.study_results import DriveResult
+from tasks.drive.records import DriveRecorder
+from tasks.drive.result import DriveResult
+from tracking.memory import InMemoryTracker
 
 
 @pytest.fixture(scope="module")

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from tasks.memory_tracker import InMemoryTracker
 from tests.tasks.test_recorders import _record_drive
+from tracking.memory import InMemoryTracker
 
 
 @pytest.mark.parametrize(("resumed", "cache"), [(1, "partial"), (2, "hit")])
@@ -25,7 +25,7 @@ def test_a_resumed_search_says_how_much_came_from_the_checkpoint(drive, resumed,
 
 def test_drive_model_is_registered_under_its_campaign(drive: dict[str, Any]) -> None:
     from models.drivetrain.product import DriveModel
-    from tasks.drive_records import DriveRecorder
+    from tasks.drive.records import DriveRecorder
 
     tracker = InMemoryTracker()
     recorder = DriveRecorder("recorders", tracker)

@@ -1,5 +1,5 @@
 """The Prefect tasks of ingestion are thin: each calls the core (`ingestion`) and returns what
-it returns; the names flows import from `tasks.ingest` stay available."""
+it returns; the names flows import from `tasks.ingest.tasks` stay available."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 import ingestion.readers
 import ingestion.run
-from tasks import ingest
+from tasks.ingest import tasks as ingest
 from tests.tasks.ingest_data import press_frame, write
 
 

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from ingestion.run import ingest_inbox
-from tasks import ingest
-from tasks.ingest_records import IngestRecorder
-from tasks.memory_tracker import InMemoryTracker
+from tasks.ingest import tasks as ingest
+from tasks.ingest.records import IngestRecorder
 from tests.tasks.ingest_data import press_frame, write
+from tracking.memory import InMemoryTracker
 
 
 @pytest.fixture(autouse=True)
@@ -29,7 +29,7 @@ def _one_press_file(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_log_ingestion_to_mlflow(tmp_path: Path) -> None:
-    from tasks.tracking import Tracker
+    from tracking.mlflow_tracker import Tracker
 
     inbox, root = _one_press_file(tmp_path)
     (inbox / "bad.csv").write_text("x\n1\n")

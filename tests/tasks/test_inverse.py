@@ -1,4 +1,4 @@
-"""`tasks.inverse`: the one input check of a study (`check_study`) and the plain computation
+"""`models.underactuated.study`: the one input check of a study (`check_study`) and the plain computation
 (`solve_system`) that the Prefect task `simulate` and `greylab inverse run --no-track` share.
 Failures of the input come back as an outcome with the core's message and time, never raised."""
 
@@ -12,7 +12,8 @@ import pytest
 from methods.dae import Method
 from methods.errors import InputError
 from models.underactuated import get_system
-from tasks.inverse import check_study, simulate, solve_system
+from models.underactuated.study import check_study, solve_system
+from tasks.inverse.tasks import simulate
 
 TWO_MASS = {
     "t_end": 2.0,
@@ -49,7 +50,7 @@ def test_the_task_and_the_plain_function_compute_the_same(tmp_path: Path, monkey
     monkeypatch.setenv("GREYLAB_HOME", str(tmp_path / "home"))
     plain = solve_system(
         get_system("two_mass", {"m2": 3.0}), TWO_MASS, Method.BDF2, 5e-3,
-        overrides={"m2": 3.0}, store=False,
+        overrides={"m2": 3.0},
     )  # fmt: skip
     task = simulate.fn(
         "two_mass", {"two_mass.m2": 3.0}, TWO_MASS, "bdf2", 5e-3, systems=["two_mass", "chain"]
@@ -69,6 +70,6 @@ def test_bad_input_is_an_outcome_not_an_exception() -> None:
     assert not unknown.ok and "unknown system 'gantry'" in str(unknown.error)
     rough = {"t_end": 2, "outputs": {"x2": {"type": "step", "start": 0, "end": 1, "t0": 0.7,
                                             "t1": 1.5, "degree": 5}}}  # fmt: skip
-    outcome = solve_system(get_system("two_mass"), rough, "euler", 1e-2, store=False)
+    outcome = solve_system(get_system("two_mass"), rough, "euler", 1e-2)
     assert not outcome.ok and outcome.error_time == pytest.approx(0.7)
     assert outcome.to_dict()["status"] == "failed" and "too rough" in str(outcome.error)

@@ -26,9 +26,9 @@ def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_the_outcome_and_the_child_run_name_the_code(lab: Path) -> None:
-    from tasks import inverse as tasks
-    from tasks.inverse_records import InverseRecorder
-    from tasks.memory_tracker import InMemoryTracker
+    from tasks.inverse import tasks
+    from tasks.inverse.records import InverseRecorder
+    from tracking.memory import InMemoryTracker
 
     ref = "records_hoist:CrankHoist"
     first = tasks.simulate.fn(ref, {}, None, "bdf2", 1e-2, None, False, None, False)
@@ -58,7 +58,7 @@ def test_the_outcome_and_the_child_run_name_the_code(lab: Path) -> None:
 
 
 def test_built_in_outcomes_carry_no_plugin_record() -> None:
-    from tasks import inverse as tasks
+    from tasks.inverse import tasks
 
     ok = tasks.simulate.fn("two_mass", {}, None, "bdf2", 2e-2, None, False, None, False)
     assert ok.plugin is None and "plugin" not in ok.to_dict()

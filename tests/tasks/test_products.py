@@ -1,8 +1,8 @@
-"""Models as products (`tasks.products`): a press fit and a drive model registered through
+"""Models as products (`products.pyfunc`): a press fit and a drive model registered through
 `Recorder.register` in a SQLite MLflow store and loaded with `mlflow.pyfunc.load_model` as a
 lab would. Oracles: `M3.response` and a central-difference delta method (press mean and std),
 `predict_displacements`, the drive twin that generated the record and `DriveModel.simulate`,
-the ellipsoid's definition, the input contract in the docstring of `tasks.products`."""
+the ellipsoid's definition, the input contract in the docstring of `products.pyfunc`."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ import pytest
 from scipy import stats
 
 from methods.errors import InputError
-from tasks.memory_tracker import InMemoryTracker
+from products.register import register
+from tracking.memory import InMemoryTracker
 
 STRUCTURE = ("one_mass", "coulomb", "viscous")
 DRIVE_PARAMETERS = {"J1": 0.012, "M_C": 0.25, "f_v": 0.015}
@@ -38,11 +39,11 @@ def _tracking(uri: str) -> Iterator[None]:
 
 
 def _register(tracker: Any, spec: dict, name: str, example: pd.DataFrame) -> dict[str, Any]:
-    from tasks.recorder import Recorder
+    from tracking.recorder import Recorder
 
     recorder = type("ProductRecorder", (Recorder,), {"study": "products"})("products", tracker)
     with recorder.session({"what": name}) as run_id:
-        info = recorder.register(
+        info = register(recorder,
             recorder.run, spec, name=name, input_example=example,
             tags={"greylab.model": name}, description=f"test model {name}",
         )  # fmt: skip
@@ -59,9 +60,9 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from models.drivetrain import reference_recording
     from models.drivetrain.product import DriveModel
     from models.press import M3, simulate_press
-    from tasks.products import press_spec, registered_name
-    from tasks.settings import load_settings
-    from tasks.tracking import Tracker
+    from products.pyfunc import press_spec, registered_name
+    from runtime.settings import load_settings
+    from tracking.mlflow_tracker import Tracker
 
     tmp = tmp_path_factory.mktemp("products")
     env = {"GREYLAB_HOME": str(tmp), "MLFLOW_TRACKING_URI": f"sqlite:///{tmp}/m.db"}
@@ -250,7 +251,7 @@ def test_drive_starts_at_rest_without_state_columns(store: dict[str, Any]) -> No
 
 def test_load_product_gives_the_wrapper_and_its_spec(store: dict[str, Any]) -> None:
     from models.drivetrain.product import DriveModel
-    from tasks.products import DrivePyfunc, PressPyfunc, load_product
+    from products.pyfunc import DrivePyfunc, PressPyfunc, load_product
 
     with _tracking(store["env"]["MLFLOW_TRACKING_URI"]):
         press = load_product(store["press"]["uri"])
@@ -332,7 +333,7 @@ def test_a_nan_initial_state_names_its_column(store: dict[str, Any]) -> None:
      ("pkg.mod:attr", "press-pkg.mod.attr"), ("%2e%2e/..", "press-2e.2e"), ("x" * 500, None)],
 )  # fmt: skip
 def test_registered_name_is_safe(store: dict[str, Any], label: str, expected: str | None) -> None:
-    from tasks.products import registered_name
+    from products.pyfunc import registered_name
 
     name = registered_name("press", label)
     assert name == expected or expected is None
@@ -345,7 +346,7 @@ def test_registered_name_is_safe(store: dict[str, Any], label: str, expected: st
 
 @pytest.mark.parametrize("label", ["", "..", "/", "-_-", "日本", " \t"])
 def test_registered_name_without_letters_is_refused(label: str) -> None:
-    from tasks.products import registered_name
+    from products.pyfunc import registered_name
 
     with pytest.raises(InputError, match="needs a letter or digit"):
         registered_name("drive", label)
@@ -363,7 +364,7 @@ def test_load_product_refuses_what_is_not_a_greylab_model(
 ) -> None:
     import mlflow.pyfunc
 
-    from tasks.products import load_product
+    from products.pyfunc import load_product
 
     plain = type("Plain", (_Plain, mlflow.pyfunc.PythonModel), {})()
     mlflow.pyfunc.save_model(tmp_path / "plain", python_model=plain, pip_requirements=[])

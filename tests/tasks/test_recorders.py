@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tasks.memory_tracker import InMemoryTracker, RecordedRun
+from tracking.memory import InMemoryTracker, RecordedRun
 
 PNG = b"\x89PNG\r\n\x1a\n"
 MODELS = ["M1", "M2"]
@@ -42,8 +42,8 @@ def _same(a: float, b: float) -> bool:
 @pytest.fixture(scope="module")
 def press(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A real press study on the digital twin (M2 truth), two models, four random splits."""
-    from flows.press_flow import PressStudy
-    from tasks import press as tasks
+    from flows.press.flow import PressStudy
+    from tasks.press import tasks
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("GREYLAB_HOME", str(tmp_path_factory.mktemp("press-home")))
@@ -68,7 +68,7 @@ def press(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 def _record_press(press: dict[str, Any], tracker: Any) -> str:
     from tasks.cache import CacheUse
-    from tasks.press_records import PressRecorder
+    from tasks.press.records import PressRecorder
 
     recorder = PressRecorder("recorders", tracker)
     use = CacheUse(cached=["correct"], computed=["normality"])
@@ -172,7 +172,7 @@ def _check_press_child(child: RecordedRun, press: dict[str, Any], model: str, di
 
 
 def test_a_failing_session_ends_failed() -> None:
-    from tasks.press_records import PressRecorder
+    from tasks.press.records import PressRecorder
 
     tracker = InMemoryTracker()
     recorder = PressRecorder("recorders", tracker)
@@ -188,7 +188,7 @@ def test_a_failing_session_ends_failed() -> None:
 
 # -- drive ---------------------------------------------------------------------------------
 def _record_drive(drive: dict[str, Any], tracker: Any) -> str:
-    from tasks.drive_records import DriveRecorder
+    from tasks.drive.records import DriveRecorder
 
     recorder = DriveRecorder("recorders", tracker)
     with recorder.session({"population": 4, "generations": 2, "data": None}) as run_id:
@@ -235,7 +235,7 @@ def test_drive_recorder(drive: dict[str, Any]) -> None:
 @pytest.fixture(scope="module")
 def inverse() -> list[Any]:
     """A real solve (two-mass system, coarse steps) and a real failure (unknown system)."""
-    from tasks import inverse as tasks
+    from tasks.inverse import tasks
 
     ok = tasks.simulate.fn("two_mass", {}, None, "bdf2", 2e-2, None, True, None, False)
     bad = tasks.simulate.fn("no_such_system", {}, None, "bdf2", 2e-2, None, True, None, False)
@@ -244,7 +244,7 @@ def inverse() -> list[Any]:
 
 
 def _record_inverse(outcomes: list[Any], tracker: Any) -> str:
-    from tasks.inverse_records import InverseRecorder
+    from tasks.inverse.records import InverseRecorder
 
     recorder = InverseRecorder("recorders", tracker)
     settings = {"systems": ["two_mass"], "method": "bdf2", "dt": 0.02, "demand": None}
@@ -345,8 +345,8 @@ def _memory_records(tracker: InMemoryTracker) -> dict[str, Any]:
 def test_mlflow_and_memory_record_the_same(
     study: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> None:
-    from tasks.settings import load_settings
-    from tasks.tracking import Tracker
+    from runtime.settings import load_settings
+    from tracking.mlflow_tracker import Tracker
 
     record = {"press": _record_press, "drive": _record_drive, "inverse": _record_inverse}[study]
     result = request.getfixturevalue(study)

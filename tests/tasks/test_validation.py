@@ -25,10 +25,11 @@ from models.drivetrain import REFERENCE_STRUCTURE, reference_recording
 from models.drivetrain.product import DriveModel
 from models.drivetrain.submodels import parameter_specs
 from models.press import M1, M3, simulate_press
-from tasks.recorder import Recorder
-from tasks.settings import load_settings
-from tasks.tracking import Tracker
-from tasks.validation import ValidationRecorder, validate_model
+from products.register import register
+from products.validation import ValidationRecorder, validate_model
+from runtime.settings import load_settings
+from tracking.mlflow_tracker import Tracker
+from tracking.recorder import Recorder
 
 NOMINAL = {s.name: s.nominal for k in REFERENCE_STRUCTURE for s in parameter_specs(k)}
 SENSORS = ["D_vertical", "F_horizontal"]
@@ -62,14 +63,14 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
                             "sensors": list(M3.sensors),
                             "ellipsoid": fit.ellipsoid(0.95).to_dict()}  # fmt: skip
                     example = pd.DataFrame({"force_N": [1e4, 5e4]})
-                    recorder.register(run, spec, name=f"press-{name}", input_example=example,
+                    register(recorder, run, spec, name=f"press-{name}", input_example=example,
                                       tags={"greylab.verdict": "x"}, description="test")  # fmt: skip
         drive = DriveModel(structure=REFERENCE_STRUCTURE, parameters=NOMINAL, dt=1e-3)
         drive_recorder = Recorder("fits", tracker)
         drive_recorder.study = "drive"
         with drive_recorder.session({}) as drive_run:
             example = reference_recording(duration=0.1)
-            drive_recorder.register(drive_recorder.run, {"kind": "drive", "model": drive.to_dict()},
+            register(drive_recorder, drive_recorder.run, {"kind": "drive", "model": drive.to_dict()},
                                     name="drive-bench", input_example=example,
                                     tags={"greylab.structure": ",".join(REFERENCE_STRUCTURE)},
                                     description="test")  # fmt: skip
@@ -227,7 +228,7 @@ def test_an_example_without_the_initial_state_still_declares_it(env) -> None:
     recording without position_rad must still take the caller's initial position."""
     import mlflow.pyfunc
 
-    from tasks.products import saved_pyfunc
+    from products.pyfunc import saved_pyfunc
 
     example = reference_recording(duration=0.05)[["t_s", "torque_Nm", "velocity_rad_s"]]
     spec = {"kind": "drive", "model": env["drive"].to_dict()}
@@ -242,7 +243,7 @@ def test_an_example_without_the_initial_state_still_declares_it(env) -> None:
 def test_loading_a_product_leaves_no_tracking_uri_behind(env, monkeypatch) -> None:
     import os
 
-    from tasks.products import load_product
+    from products.pyfunc import load_product
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI")  # greylab's default store under GREYLAB_HOME
     monkeypatch.setenv("GREYLAB_HOME", str(env["root"] / "elsewhere"))

@@ -149,7 +149,7 @@ def test_a_sheet_may_list_only_the_candidates() -> None:
 def test_one_count_rule_per_design() -> None:
     from pydantic import ValidationError
 
-    from flows.press_settings import PressStudy
+    from flows.press.settings import PressStudy
 
     with pytest.raises(InputError, match="give either exactly 5 sensors or at most 3"):
         sensor_design(FRAME, None, n_sensors=5, max_sensors=3, sigma=SIGMA, candidates=FIRST_16)

@@ -1,0 +1,322 @@
+"""Settings of the drive study `drive-structure-search`: the single source of the Prefect form,
+the flow's parameters and the options of `greylab drive identify` (flows/cli_settings.py)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from enum import StrEnum
+from typing import Annotated
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from flows.cli_settings import Cli, explained
+from flows.data_refs import checked_data, data_choices
+from methods.errors import InputError
+from models import limits
+from models.drivetrain import REFERENCE_STRUCTURE
+from models.drivetrain.gp.presets import (
+    PAPER_GENERATIONS,
+    PAPER_POPULATION,
+    data_settings,
+    emps_settings,
+    paper_settings,
+)
+from models.drivetrain.gp.settings import GPSettings
+from models.drivetrain.scales import Scales, estimate_scales
+from tracking.protocol import validate_experiment_name
+
+_CAMPAIGN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+class DrivePreset(StrEnum):
+    """`data`: nominals, bounds and friction gain from the recording's own scales
+    (`models.drivetrain.scales`); `reference`: the paper's rotary drive units; `emps`: the
+    prismatic EMPS drive, tuned by hand (`models.drivetrain.gp.presets`)."""
+
+    data = "data"
+    reference = "reference"
+    emps = "emps"
+
+
+class DriveSearch(BaseModel):
+    """Settings of one structure search (the form in the Prefect UI)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    data: Annotated[str | None, Cli(path=True)] = Field(
+        None,
+        json_schema_extra=data_choices("drive"),
+        description="Recording: an ingested one as campaign:NAME@HASH (campaign:NAME: its "
+        "newest), or a CSV/Parquet/EMPS .mat file inside the worker's data root "
+        "(flows/data_refs.py); empty = the paper's reference",
+    )
+    reference_structure: list[str] = Field(
+        [str(getattr(k, "value", k)) for k in REFERENCE_STRUCTURE],
+        description="True structure of the simulated reference recording",
+    )
+    noise_percent: float = Field(0.0, ge=0, description="Velocity noise, % of its range")
+    reference_seed: int = Field(
+        0, ge=0, description="Noise seed of the simulated reference recording"
+    )
+    validation_data: Annotated[str | None, Cli(path=True)] = Field(
+        None,
+        json_schema_extra=data_choices("drive"),
+        description="Recording not used for identification (as data: campaign:NAME@HASH or a "
+        "file inside the worker's data root): the identified model is simulated on it open "
+        "loop (greylab drive validate)",
+    )
+    emps_decimate: int = Field(10, ge=1, description="EMPS: keep every k-th sample")
+    preset: DrivePreset | None = Field(
+        None,
+        description=explained(
+            "Settings preset; empty = data for a given recording, reference for the simulated one",
+            DrivePreset,
+        ),
+    )
+    paper: bool = Field(
+        False,
+        description="The seed paper's search (docs/methods.md §2.6): 6 individuals x 20 "
+        "generations, roulette on raw fitness, no elite, every individual re-identified (one "
+        "start, up to 500 evaluations), time-domain RSS (no prefilter, screening or position "
+        "error); population and generations left at 10 become 6 and 20, other values and a "
+        "test fraction are refused",
+    )
+    structure: list[str] = Field(
+        [],
+        description="Identify this structure only, with the evidence, instead of searching "
+        "(greylab drive fit): submodels as paper codes or names, e.g. 2,5,6,7 or "
+        "two_mass,coulomb,viscous,stribeck; empty = search (population and generations are "
+        "not used for a fit)",
+    )
+    rivals: bool = Field(
+        True,
+        description="Identify the answer's one-step neighbours for the rival table of the "
+        "evidence (its costliest part); false (CLI: --no-rivals) keeps the parameter "
+        "intervals and the residual tests only",
+    )
+    population: int = Field(10, ge=2, description="Individuals per generation")
+    generations: int = Field(10, ge=1, description="Generations")
+    seed: int = Field(0, ge=0, description="Seed of the search")
+    test_fraction: float = Field(0.0, ge=0, lt=0.9, description="Held-out tail for fitness")
+    nominals: Annotated[dict[str, float], Cli(name="nominal")] = Field(
+        {},
+        description="Parameter nominals, name=value (CLI: repeat the option); they replace "
+        "the preset's values and bounds (bounds 50..200 %, gravity +-2|value|)",
+    )
+    batch_size: int = Field(0, ge=0, description="Individuals per task; 0 = spread over workers")
+    workers: int = Field(2, ge=1, description="Parallel workers")
+    resume: Annotated[bool, Cli(name="cache")] = Field(
+        True,
+        description="Resume from the checkpoint of an identical search (same recording, "
+        "settings and greylab code); false (CLI: --no-cache) starts over",
+    )
+    experiment: str = Field("drive-structure-search", description="MLflow experiment")
+    register_model: bool = Field(
+        True,
+        description="Log the identified model as an MLflow model and register it as "
+        "drive-CAMPAIGN; false (CLI: --no-register-model) skips that",
+    )
+    campaign: str | None = Field(
+        None,
+        description="Registered model name drive-CAMPAIGN (letters, digits, ._-); empty = "
+        "drive-HASH, the first 12 characters of the recording's content hash",
+    )
+
+    @field_validator("data", "validation_data")
+    @classmethod
+    def _data(cls, value: str | None) -> str | None:
+        return checked_data(value, "drive")  # a dashboard user reads no other file
+
+    @field_validator("campaign")
+    @classmethod
+    def _campaign(cls, value: str | None) -> str | None:
+        if value is not None and not _CAMPAIGN.match(value):
+            raise ValueError("use 1-64 letters, digits or ._- starting with a letter or digit")
+        return value
+
+    @field_validator("nominals")
+    @classmethod
+    def _nominals(cls, value: dict[str, float]) -> dict[str, float]:
+        """Known parameter names only (a typo would be ignored silently), each nominal a
+        finite number of a recording's magnitude (`schemas.drive.MAX_MAGNITUDE`)."""
+        from models.drivetrain.excitation import MAX_MAGNITUDE
+        from models.drivetrain.submodels import PARAMETERS
+
+        known = sorted({s.name for specs in PARAMETERS.values() for s in specs})
+        unknown = sorted(set(value) - set(known))
+        if unknown:
+            raise ValueError(f"unknown parameter(s) {unknown[:10]}; known: {', '.join(known)}")
+        for name, number in value.items():
+            if not abs(number) <= MAX_MAGNITUDE:
+                raise ValueError(
+                    f"{name}={number!r}: a nominal must be finite, at most {MAX_MAGNITUDE:g}"
+                )
+        return value
+
+    @field_validator("experiment")
+    @classmethod
+    def _experiment(cls, value: str) -> str:
+        return validate_experiment_name(value)
+
+    @field_validator("structure")
+    @classmethod
+    def _structure(cls, value: list[str]) -> list[str]:
+        """Each element a known submodel (named when not), the whole a valid structure; kept
+        as canonical names."""
+        return fit_structure(value) if value else []
+
+    @model_validator(mode="after")
+    def _paper(self) -> DriveSearch:
+        """`paper`: population and generations at greylab's defaults become the paper's 6 x 20
+        (the form always sends every field, so "left at the default" is judged by value); any
+        other value than the paper's is refused, as is a held-out tail (the paper fits and
+        scores on the whole record). Runs before `_limits`, which checks the values used."""
+        if not self.paper:
+            return self
+        fields = type(self).model_fields
+        for name, value in (("population", PAPER_POPULATION), ("generations", PAPER_GENERATIONS)):
+            given, default = getattr(self, name), fields[name].default
+            if given == default:
+                setattr(self, name, value)
+            elif given != value:
+                raise ValueError(
+                    f"paper (--paper) is the paper's search with {name} {value}: got {given} "
+                    f"(leave {name} at its default {default}, or drop --paper)"
+                )
+        if self.structure:
+            raise ValueError(
+                "paper (--paper) is the paper's search: a named structure is fitted without "
+                "one (drop --paper or the structure)"
+            )
+        if self.test_fraction:
+            raise ValueError(
+                f"paper (--paper) fits and scores on the whole record: got test fraction "
+                f"{self.test_fraction} (leave --test-fraction at 0, or drop --paper)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _limits(self) -> DriveSearch:
+        """Population, population x generations and workers within the machine's limits."""
+        limits.check("population", self.population, "GREYLAB_MAX_POPULATION")
+        limits.check(
+            f"population x generations = {self.population} x {self.generations}",
+            self.population * self.generations,
+            "GREYLAB_MAX_GP_EVALUATIONS",
+        )
+        limits.check("workers", self.workers, "GREYLAB_MAX_WORKERS")
+        return self
+
+    def resolved_preset(self) -> DrivePreset:
+        """`preset`, or when empty: `data` for a given recording (its own scales), the
+        reference drive's for the simulated reference."""
+        if self.preset is not None:
+            return self.preset
+        return DrivePreset.data if self.data else DrivePreset.reference
+
+    def search_settings(
+        self,
+        preset: DrivePreset | None = None,
+        *,
+        scales: Scales | None = None,
+        position: bool = False,
+    ) -> GPSettings:
+        """The GP settings the search runs with (default preset: `resolved_preset`): the
+        preset's units (`data`: from ``scales``, with the position error when the recording
+        has a ``position``), with `paper` the paper's search on them
+        (`models.drivetrain.gp.presets.paper_settings`), then the study's nominals (each
+        replaces the preset's value and bounds), population, generations and test fraction."""
+        preset = preset or self.resolved_preset()
+        if preset is DrivePreset.data:
+            if scales is None:
+                raise ValueError("the data preset needs the recording's scales")
+            base = data_settings(scales, position=position)
+        else:
+            base = emps_settings() if preset is DrivePreset.emps else GPSettings()
+        if self.paper:
+            base = paper_settings(base)
+        nominals = tuple(sorted({**dict(base.nominals), **self.nominals}.items()))
+        bounds = tuple((k, v) for k, v in base.bounds if k not in self.nominals)
+        return replace(base, population=self.population, generations=self.generations,
+                       test_fraction=self.test_fraction, nominals=nominals,
+                       bounds=bounds)  # fmt: skip
+
+
+def fit_structure(value: list[str]) -> list[str]:
+    """A structure to fit as canonical submodel names; a ValueError names the element that is
+    not a submodel (its position and text) or the construction rule broken."""
+    from models.drivetrain.submodels import Submodel, parse_structure
+
+    # "{2,5,6,7}" (the paper's way), "2,5,6,7" in one form field, or one element each
+    value = [p.strip() for v in value for p in str(v).strip().strip("{}").split(",")]
+    value = [p.strip("{} ") for p in value if p.strip("{} ")]
+    if len(value) > 20:
+        raise ValueError(f"{len(value)} elements: a structure has at most 11 submodels")
+    for i, element in enumerate(value, 1):
+        try:
+            Submodel.parse(element)
+        except InputError:  # its message quotes the whole element: name it short instead
+            names = ", ".join(k.value for k in Submodel)
+            raise ValueError(
+                f"element {i} {element[:40]!r}{'...' if len(element) > 40 else ''}: not a "
+                f"submodel (a paper code 1..11 or a name: {names})"
+            ) from None
+    try:
+        return [k.value for k in parse_structure(value)]
+    except InputError as exc:
+        raise ValueError(str(exc)) from None
+
+
+class DriveFit(DriveSearch):
+    """Settings of `greylab drive fit`: the drive study with a structure named (required) and
+    the search's own settings hidden (a fit runs no generations)."""
+
+    structure: list[str] = Field([], description=DriveSearch.model_fields["structure"].description)
+    population: Annotated[int, Cli(hidden=True)] = Field(10, ge=2)
+    generations: Annotated[int, Cli(hidden=True)] = Field(10, ge=1)
+    batch_size: Annotated[int, Cli(hidden=True)] = Field(0, ge=0)
+    paper: Annotated[bool, Cli(hidden=True)] = False
+    resume: Annotated[bool, Cli(hidden=True)] = True
+
+    @field_validator("structure")
+    @classmethod
+    def _named(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("name the structure to fit, e.g. 2,5,6,7 or two_mass,coulomb")
+        return value
+
+    def study(self) -> DriveSearch:
+        """The drive study's settings the flow runs (the form's parameter)."""
+        return DriveSearch(**self.model_dump())
+
+
+def check_search_recording(frame: pd.DataFrame, study: DriveSearch, source: str) -> None:
+    """What the search will refuse, checked before any server starts (issue 28): a recording
+    longer than `GREYLAB_MAX_DRIVE_SAMPLES` (`models.budget`), a constant or near-constant
+    input, and for the `data` preset scales that explain nothing (`recording_scales`)."""
+    from models import budget
+    from models.drivetrain.scales import check_excitation
+
+    budget.check_samples(len(frame), source)
+    u, v = (frame[c].to_numpy(float) for c in ("torque_Nm", "velocity_rad_s"))
+    check_excitation(u, velocity=v, source=source)
+    if study.resolved_preset() is DrivePreset.data:
+        recording_scales(frame, source=source)
+
+
+def recording_scales(recording: pd.DataFrame, *, source: str = "recording") -> Scales:
+    """The recording's own scales for the `data` preset (`models.drivetrain.scales`), checked
+    to give nominals; the error names the file (`source`) and the way out (a preset or typed
+    nominals)."""
+    try:
+        scales = estimate_scales(recording, source=source)
+        scales.nominals()
+    except InputError as exc:
+        text = str(exc) if str(exc).startswith(f"{source}:") else f"{source}: {exc}"
+        raise InputError(
+            f"{text}; name the parameters' magnitudes instead (--preset reference|emps, "
+            f"--nominal NAME=VALUE)"
+        ) from None
+    return scales

@@ -1,0 +1,151 @@
+"""What a drive structure search records in MLflow (one run per search).
+
+Params: the study settings (with `paper`: the values the paper's search used), the data
+source, and `gp.<name>` / `gp.identification.<name>`: every GP setting the search runs with
+(`models.drivetrain.gp.GPSettings`, after the preset, the paper switch and the study's values);
+with the `data` preset `scales.<name>`, `scales.r2`, `scales.cutoff_hz` (the recording's own
+scales, `models.drivetrain.scales`).
+Per generation (stepped metrics, live while the search runs): `best_fitness`, `best_rss` of
+the best individual found so far. At the end:
+`param.<name>` for the identified parameters, `n_evaluations`, `best_structure` as tag and param,
+artifacts `history.csv` (best structure per generation, codes and names), `population.csv`
+(every individual of every generation), `state_space.json`, `result.json`, and figures of
+measured vs simulated output and of the fitness over generations (none for a fit of a named
+structure, `greylab drive fit`). The evidence for the answer (`evidence`): standard errors,
+residual tests, the rival table and the residual-correlation figure.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from products.register import register
+from tracking.recorder import Recorder
+
+
+class DriveRecorder(Recorder):
+    study = "drive"
+    run_name = "drive-search"
+
+    def search_settings(self, settings: Any) -> None:
+        """`gp.<name>` for every field of the search's `GPSettings`, `gp.identification.<name>`
+        for its identification settings (logged before the search starts)."""
+        values = settings.to_dict()
+        identification = values.pop("identification")
+        self.run.params({f"gp.{k}": v for k, v in values.items()}
+                        | {f"gp.identification.{k}": v for k, v in identification.items()})  # fmt: skip
+
+    def scales(self, scales: Any) -> None:
+        """`scales.<name>` (total inertia, friction, offset from the rigid-body fit),
+        `scales.r2` and `scales.cutoff_hz`: what the `data` preset centred the search on."""
+        self.run.params({f"scales.{k}": f"{v:.6g}" for k, v in scales.values.items()}
+                        | {"scales.r2": f"{scales.r2:.4f}",
+                           "scales.cutoff_hz": f"{scales.cutoff_hz:.4g}"})  # fmt: skip
+
+    def generation(self, g: int, best: Any) -> None:
+        self.run.metrics({"best_fitness": float(best.fitness), "best_rss": float(best.rss)}, step=g)
+
+    def result(self, search: Any, recording: pd.DataFrame) -> None:
+        run = self.run
+        structure = ",".join(search.best_structure_)
+        run.params({"best_structure": structure,
+                    "best_codes": ",".join(map(str, search.best_codes_))})  # fmt: skip
+        run.tags({"greylab.best_structure": structure})
+        # the checkpoint is the drive study's cache: say when generations came from it
+        resumed = int(getattr(search, "resumed_from_", 0) or 0)
+        self.cache_tags(
+            {
+                "greylab.cache": (
+                    "miss"
+                    if not resumed
+                    else "hit"
+                    if resumed >= search.settings.generations
+                    else "partial"
+                ),
+                "greylab.cached_steps": f"generations 1-{resumed}" if resumed else "-",
+            }
+        )
+        run.metrics(
+            {"n_evaluations": float(search.n_evaluations_)}
+            | {f"param.{k}": float(v) for k, v in search.best_parameters_.items()},
+        )
+        run.table(search.history_, "history.csv")
+        population = search.population_history_.assign(
+            parameters=search.population_history_["parameters"].map(str)
+        )
+        run.table(population, "population.csv")
+        run.table(search.polish_, "polish.csv")
+        run.json(search.state_space_, "state_space.json")
+        run.json(search.to_dict(), "result.json")
+        self._figures(search, recording)
+
+    def register_model(
+        self, search: Any, recording: pd.DataFrame, campaign: str, *, units: str, source: str
+    ) -> str:
+        """The identified structure as the MLflow model `drive-<campaign>`
+        (`models.drivetrain.product.DriveModel` with the recording's `units`, rotary or
+        prismatic, and `source`); returns its `models:/` URI. Input example: the first 200
+        samples of the recording."""
+        from models.drivetrain.product import DriveModel
+        from products.pyfunc import registered_name
+
+        model = DriveModel.from_search(search, units=units, source=source)
+        columns = [c for c in ("t_s", "torque_Nm", "velocity_rad_s", "position_rad")
+                   if c in recording]  # fmt: skip
+        structure = ",".join(search.best_structure_)
+        registered = register(self,
+            self.run, {"kind": "drive", "model": model.to_dict()},
+            name=registered_name("drive", campaign), input_example=recording[columns].head(200),
+            tags={"greylab.structure": structure,
+                  "greylab.codes": ",".join(map(str, search.best_codes_))},
+            description=f"drive train {{{structure}}} identified by the structure search "
+            "(greylab drive identify): open-loop velocity and position for a torque record",
+        )  # fmt: skip
+        return registered["uri"]
+
+    def _figures(self, search: Any, recording: pd.DataFrame) -> None:
+        from models.drivetrain import plots
+
+        time_s = recording["t_s"].to_numpy(float)
+        measured = recording["velocity_rad_s"].to_numpy(float)
+        title = f"best {search.best_codes_} = {', '.join(search.best_structure_)}"
+        figure = plots.plot_fit(time_s, measured, search.best_output_, title=title)
+        self.run.figure(figure, "figures/fit.png")
+        if len(search.history_):  # a fit of a named structure has no generations
+            self.run.figure(plots.plot_history(search.history_), "figures/convergence.png")
+
+    def evidence(self, evidence: Any, recording: pd.DataFrame) -> None:
+        """The evidence for the answer (`models.drivetrain.evidence`): metrics
+        `stderr.<name>`, `evidence.sigma`, `evidence.condition`, `evidence.residuals_passed`
+        (1/0, absent for an exact fit), `evidence.rivals_agree`; params
+        `evidence.preferred` (codes the rival rule prefers) and `evidence.identifiable`;
+        artifacts `evidence.json`, `rivals.csv` and `figures/residuals.png`."""
+        from models.drivetrain import plots
+
+        run = self.run
+        metrics = {f"stderr.{p.name}": p.stderr for p in evidence.parameters
+                   if np.isfinite(p.stderr)}  # fmt: skip
+        metrics |= {"evidence.sigma": float(evidence.sigma)}
+        if np.isfinite(evidence.condition):
+            metrics["evidence.condition"] = float(evidence.condition)
+        if evidence.residuals.passed is not None:
+            metrics["evidence.residuals_passed"] = float(evidence.residuals.passed)
+        params = {"evidence.identifiable": str(evidence.identifiable)}
+        if evidence.rivals is not None:
+            metrics["evidence.rivals_agree"] = float(evidence.rivals.agrees)
+            params["evidence.preferred"] = ",".join(map(str, evidence.rivals.preferred))
+            rows = [r.to_dict() | {"codes": ",".join(map(str, r.codes)),
+                                   "structure": ",".join(r.structure)}
+                    for r in evidence.rivals.rows]  # fmt: skip
+            run.table(pd.DataFrame(rows), "rivals.csv")
+        run.metrics(metrics)
+        run.params(params)
+        run.json(evidence.to_dict(), "evidence.json")
+        codes = ",".join(map(str, evidence.codes))
+        figure = plots.plot_residual_correlations(
+            evidence.residuals, title=f"residual analysis of {{{codes}}}"
+        )
+        run.figure(figure, "figures/residuals.png")

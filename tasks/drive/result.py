@@ -1,0 +1,127 @@
+"""What the drive study returns: a typed, frozen result with `to_dict()` (plain JSON types, the
+keys of `--json` and of the Prefect result), `headline()` and `markdown()` (the run page)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from tracking.markdown import cell, markdown_table, run_ref
+
+
+@dataclass(frozen=True)
+class DriveResult:
+    """A drive structure search: the best structure, its parameters and fit."""
+
+    best_structure: list[str]
+    best_codes: list[int]
+    parameters: dict[str, float]
+    rss: float
+    fitness: float
+    generations: int
+    run_id: str
+    data_hash: str
+    source: str
+    resumed_from: int | None
+    preset: str
+    tracking: str
+    history: tuple[dict[str, Any], ...] = ()
+    model_uri: str = ""  # the registered MLflow model (models:/drive-<campaign>/<version>)
+    #: open-loop validation on `validation_data`: output -> rmse, fit, r2, max_abs, n
+    validation: dict[str, dict[str, float]] = field(default_factory=dict)
+    validation_run_id: str = ""
+    experiment_id: str = ""  # MLflow experiment of the runs (links to their pages)
+    paper: bool = False  # the seed paper's search (`--paper`)
+    #: every GP setting the search ran with (`GPSettings.to_dict()`)
+    settings: dict[str, Any] = field(default_factory=dict)
+    #: with the `data` preset: the recording's scales (`models.drivetrain.scales.Scales`)
+    scales: dict[str, Any] | None = None
+    #: structures the local search after the last generation moved to, in order ("2,5,6,7")
+    polish_moves: list[str] = field(default_factory=list)
+    #: the evidence for the answer (`models.drivetrain.evidence.Evidence.to_dict()`):
+    #: parameter intervals, residual tests, rival table
+    evidence: dict[str, Any] | None = None
+    #: a fit of a named structure (`greylab drive fit`), not a search
+    fit: bool = False
+
+    def _link(self, run_id: Any) -> Any:
+        return run_ref(run_id, self.experiment_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON of `greylab drive identify --json` (the per-generation history is in
+        MLflow, `history.csv`)."""
+        out = asdict(self)
+        del out["history"], out["tracking"]
+        return out
+
+    def headline(self) -> str:
+        """`{2,5,6,7} - fitness 0.93` (and the validation's position R^2 when validated)."""
+        codes = ",".join(map(str, self.best_codes))
+        line = f"{'fit ' if self.fit else ''}{{{codes}}} - fitness {self.fitness:.3g}"
+        if "position" in self.validation:
+            line += f", validation position R^2 {self.validation['position']['r2']:.4f}"
+        return line
+
+    def markdown(self) -> str:
+        """The best structure and its parameters for the Prefect run page."""
+        rows = [[name, value] for name, value in self.parameters.items()]
+        what = "Drive structure fit" if self.fit else "Drive structure search"
+        return "\n".join([
+            f"# {what}: {cell(', '.join(self.best_structure))} "
+            f"(codes {cell(self.best_codes)})", "",
+            f"fitness {cell(self.fitness)}, RSS {cell(self.rss)}, {self.generations} "
+            f"generations, preset {cell(self.preset)}{self._paper_words()}", "",
+            markdown_table(["parameter", "value"], rows), "",
+            f"MLflow run {cell(self._link(self.run_id))}, data hash {cell(self.data_hash[:12])}, "
+            f"registered model {cell(self.model_uri or '-')}", *self._validation_lines(),
+            *evidence_lines(self.evidence),
+        ])  # fmt: skip
+
+    def _paper_words(self) -> str:
+        """`, the paper's search (6 x 20, roulette)` when `paper`."""
+        if not self.paper:
+            return ""
+        s = self.settings
+        return (f", the paper's search ({s.get('population')} x {s.get('generations')}, "
+                f"{s.get('selection')})")  # fmt: skip
+
+    def _validation_lines(self) -> list[str]:
+        if not self.validation:
+            return []
+        rows = [[out, m["rmse"], m["fit"], m["r2"], m["max_abs"]]
+                for out, m in self.validation.items()]  # fmt: skip
+        return ["", f"## Open-loop validation (MLflow run {cell(self._link(self.validation_run_id))})", "",
+                markdown_table(["output", "RMSE", "fit %", "R^2", "max abs error"], rows)]  # fmt: skip
+
+
+def evidence_lines(evidence: dict[str, Any] | None) -> list[str]:
+    """The evidence of a drive result as Markdown: intervals, residual tests, rival table."""
+    if not evidence:
+        return []
+    level = f"{100 * evidence['level']:g} %"
+    params = [[name, p["value"], p["stderr"] if p["stderr"] is not None else math.inf,
+               p["lower"] if p["lower"] is not None else math.nan,
+               p["upper"] if p["upper"] is not None else math.nan, p["note"] or "-"]
+              for name, p in evidence["parameters"].items()]  # fmt: skip
+    res = evidence["residuals"]
+    verdict = ("exact fit (not tested)" if res["passed"] is None
+               else "pass" if res["passed"] else "FAIL")  # fmt: skip
+    lines = ["", "## Evidence", "",
+             markdown_table(["parameter", "value", "std. error", f"{level} lower",
+                             f"{level} upper", "note"], params), "",
+             f"Residual tests ({cell(100 * res['confidence'])} %, N = {res['n']}): {verdict}; "
+             f"autocorrelation {'pass' if res['autocorrelation']['passed'] else 'FAIL'}, "
+             f"cross-correlation with the input "
+             f"{'pass' if res['cross_correlation']['passed'] else 'FAIL'}"]  # fmt: skip
+    rivals = evidence.get("rivals")
+    if rivals:
+        rows = [[",".join(map(str, r["codes"])), r["relation"], r["rss"], r["n_params"],
+                 r["aic"], r["bic"], r["p_value"] if r["p_value"] is not None else math.nan,
+                 r["note"] or "-"] for r in rivals["rows"]]  # fmt: skip
+        preferred = ",".join(map(str, rivals["preferred"]))
+        lines += ["", f"Rivals on the {cell(rivals['part'])}: preferred {{{cell(preferred)}}} "
+                  f"({cell(rivals['rule'])})", "",
+                  markdown_table(["codes", "relation", "RSS", "parameters", "AIC", "BIC",
+                                  "F-test p", "note"], rows)]  # fmt: skip
+    return lines + [f"- {cell(n)}" for n in evidence.get("notes", [])]

@@ -1,0 +1,244 @@
+"""The one MLflow adapter.
+
+Everything that talks to MLflow goes through `Tracker`. It logs with `MlflowClient` and run
+ids (fluent runs are thread-local and invisible inside Prefect thread-pool tasks), sends
+metrics in batches (one `log_batch` call is 30-300x faster than a call per value), and creates
+the SQLite store once before any parallel logging (concurrent creation races on migrations).
+
+Names are consistent across studies so the MLflow compare view lines runs up:
+params are plain setting names (`model`, `split`, `tol`, ...), metrics `param.<name>`,
+`stderr.<name>`, `alpha_min` (stepped by test), tags `greylab.study`, `greylab.kind`
+(`parent` or `child`), `greylab.data_hash`, `greylab.commit`.
+
+`Tracker` is the MLflow implementation of `tracking.protocol.RunTracker`; the study recorders
+(`tracking.recorder.Recorder` and its subclasses) write through that interface, so
+`tracking.memory.InMemoryTracker` can stand in for it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import tempfile
+import time
+import warnings
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from mlflow import MlflowClient
+from mlflow.entities import Metric, Param, RunTag
+
+from runtime.settings import Settings, load_settings
+from runtime.stores import owner_tags, prepare_tracking_store, tracking_client
+from schemas.storage import content_hash
+from tracking.protocol import finite, param_text, run_tags, validate_experiment_name
+
+__all__ = ["Tracker"]
+
+# Creating or upgrading a SQLite store logs every migration step at INFO: not news for users.
+logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
+logging.getLogger("alembic").setLevel(logging.WARNING)
+
+_MAX_METRICS_PER_BATCH = 1000
+_MAX_PARAMS_PER_BATCH = 100
+
+
+def figure_key(artifact_file: str) -> str:
+    """`figures/ellipsoid.png` -> `ellipsoid`: the key of a figure's image in MLflow."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "_", Path(artifact_file).stem) or "figure"
+
+
+#: the experiment tag MLflow 3's UI reads for an experiment's kind (its web app's
+#: `ExperimentKind`: genai_development, custom_model_development, ...)
+EXPERIMENT_KIND = ("mlflow.experimentKind", "custom_model_development")
+
+
+class Tracker:
+    """Thin, thread-safe facade over `MlflowClient` for one tracking store."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or load_settings()
+        # created under the store's file lock: MLflow creates/migrates a store on first open
+        self.client: MlflowClient = tracking_client(self.settings)
+
+    # -- store and runs -------------------------------------------------------------
+    def ensure_store(self) -> None:
+        """Create or upgrade the store now, once, before parallel writers start, under a file
+        lock shared with other processes; runs of killed processes become KILLED
+        (`runtime.stores.prepare_tracking_store`)."""
+        prepare_tracking_store(self.client, self.settings)
+
+    def experiment_id(self, name: str) -> str:
+        """The experiment `name`, created on first use, tagged as a model-development
+        experiment (`EXPERIMENT_KIND`) so MLflow 3's UI opens it on its runs, not on GenAI
+        traces; an existing experiment without the tag gets it."""
+        validate_experiment_name(name)
+        experiment = self.client.get_experiment_by_name(name)
+        if experiment is not None:
+            if experiment.tags.get(EXPERIMENT_KIND[0]) is None:
+                self.client.set_experiment_tag(experiment.experiment_id, *EXPERIMENT_KIND)
+            return experiment.experiment_id
+        location = None
+        if self.settings.artifact_root:
+            location = f"{self.settings.artifact_root.rstrip('/')}/{name}"
+        try:
+            return self.client.create_experiment(
+                name, artifact_location=location, tags=dict([EXPERIMENT_KIND])
+            )
+        except Exception:  # created concurrently by another process: read it back
+            experiment = self.client.get_experiment_by_name(name)
+            if experiment is None:
+                raise
+            return experiment.experiment_id
+
+    def start_run(
+        self,
+        experiment: str,
+        name: str,
+        *,
+        study: str,
+        parent_run_id: str | None = None,
+        tags: Mapping[str, str] | None = None,
+    ) -> str:
+        all_tags = {**run_tags(study, parent_run_id, tags), **owner_tags()}
+        run = self.client.create_run(self.experiment_id(experiment), run_name=name, tags=all_tags)
+        return run.info.run_id
+
+    def end_run(self, run_id: str, *, failed: bool = False) -> None:
+        self.client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
+
+    # -- values -----------------------------------------------------------------------
+    def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
+        items = [Param(str(k), param_text(v)) for k, v in params.items()]
+        for start in range(0, len(items), _MAX_PARAMS_PER_BATCH):
+            self.client.log_batch(run_id, params=items[start : start + _MAX_PARAMS_PER_BATCH])
+
+    def set_tags(self, run_id: str, tags: Mapping[str, Any]) -> None:
+        self.client.log_batch(run_id, tags=[RunTag(str(k), str(v)) for k, v in tags.items()])
+
+    def log_metrics(self, run_id: str, metrics: Mapping[str, float], *, step: int = 0) -> None:
+        now = int(time.time() * 1000)
+        self._send(run_id, [Metric(k, finite(v), now, step) for k, v in metrics.items()])
+
+    def log_series(self, run_id: str, key: str, values: Iterable[float], *, start: int = 0) -> None:
+        """A stepped metric (`alpha_min` per test, best fitness per generation) in batches."""
+        now = int(time.time() * 1000)
+        self._send(run_id, [Metric(key, finite(v), now, start + i) for i, v in enumerate(values)])
+
+    def _send(self, run_id: str, metrics: list[Metric]) -> None:
+        for start in range(0, len(metrics), _MAX_METRICS_PER_BATCH):
+            self.client.log_batch(run_id, metrics=metrics[start : start + _MAX_METRICS_PER_BATCH])
+
+    # -- artifacts -----------------------------------------------------------------------
+    def log_json(self, run_id: str, obj: Any, artifact_file: str) -> None:
+        self.client.log_dict(run_id, obj, artifact_file)
+
+    def log_figure(self, run_id: str, figure: Any, artifact_file: str) -> None:
+        """The figure as a PNG artifact, and as an image logged by key (`ellipsoid` for
+        `figures/ellipsoid.png`, under `images/`) so MLflow's run comparison shows the
+        figures of several runs side by side."""
+        import matplotlib.pyplot as plt
+        import numpy as np
+
+        try:
+            self.client.log_figure(run_id, figure, artifact_file)
+            figure.canvas.draw()
+            pixels = np.asarray(figure.canvas.buffer_rgba())[..., :3].copy()
+            self.client.log_image(run_id, pixels, key=figure_key(artifact_file), step=0)
+        finally:
+            plt.close(figure)
+
+    def log_table(self, run_id: str, frame: pd.DataFrame, artifact_file: str) -> None:
+        """A table as Parquet (`.parquet`) or CSV (`.csv`), by the file's suffix."""
+        with tempfile.TemporaryDirectory() as tmp:
+            local = Path(tmp) / Path(artifact_file).name
+            if local.suffix == ".parquet":
+                frame.to_parquet(local, index=False)
+            else:
+                frame.to_csv(local, index=False)
+            directory = str(Path(artifact_file).parent)
+            self.client.log_artifact(run_id, str(local), None if directory == "." else directory)
+
+    def log_dataset(
+        self,
+        run_id: str,
+        path: str,
+        *,
+        description: str,
+        name: str,
+        frame: pd.DataFrame | None = None,
+        digest: str | None = None,
+    ) -> str:
+        """Dataset lineage of a stored table (`path`, Parquet): its content hash and origin as
+        tags, and an MLflow dataset input whose source is the stored file. `frame` (the table
+        at `path`) and `digest` (its `content_hash`) save reading and hashing it again."""
+        # mlflow.data registers from_pandas at import time, invisible to a type checker
+        from mlflow.data.pandas_dataset import from_pandas
+        from mlflow.entities import DatasetInput, InputTag
+
+        frame = pd.read_parquet(path) if frame is None else frame
+        digest = digest or content_hash(frame)
+        self.set_tags(run_id, {"greylab.data_hash": digest, "greylab.data_source": description})
+        with warnings.catch_warnings():
+            # MLflow hints about integer columns in the inferred schema: not actionable for
+            # lineage records (the table was validated), so keep them off the console.
+            warnings.simplefilter("ignore", UserWarning)
+            dataset = from_pandas(
+                frame, source=Path(path).resolve().as_uri(), name=name, digest=digest[:36]
+            )
+            entity = dataset._to_mlflow_entity()
+        context = [InputTag("mlflow.data.context", "input")]
+        self.client.log_inputs(run_id, datasets=[DatasetInput(entity, tags=context)])
+        return digest
+
+    # -- models ------------------------------------------------------------------------
+    def log_model(self, run_id: str, directory: Path, artifact_path: str = "model") -> str:
+        """A saved MLflow model folder as the run's artifact; returns its `runs:/` URI."""
+        self.client.log_artifacts(run_id, str(directory), artifact_path)
+        return f"runs:/{run_id}/{artifact_path}"
+
+    def register_model(
+        self, name: str, source: str, run_id: str, tags: Mapping[str, Any], description: str
+    ) -> str:
+        """A new version of registered model `name` (created on first use) from `source`;
+        returns the version number as text."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            self.client.create_registered_model(name, description=description)
+        except MlflowException as exc:
+            if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+        version = self.client.create_model_version(
+            name, source, run_id=run_id, tags={str(k): str(v) for k, v in tags.items()},
+            description=description,
+        )  # fmt: skip
+        return str(version.version)
+
+    def set_model_version_tags(
+        self, name: str, version: str, tags: Mapping[str, Any], *, replace_prefix: str = ""
+    ) -> None:
+        """Set `tags` on a version; with `replace_prefix`, first remove the version's other
+        tags of that prefix (a newer validation replaces the whole older one)."""
+        if replace_prefix:
+            current = self.client.get_model_version(name, version).tags or {}
+            for key in current:
+                if key.startswith(replace_prefix) and key not in tags:
+                    self.client.delete_model_version_tag(name, version, key)
+        for key, value in tags.items():
+            self.client.set_model_version_tag(name, version, str(key), str(value))
+
+    def model_versions(self, run_id: str) -> list[tuple[str, str]]:
+        """(name, version) of every registered version made from run `run_id`."""
+        if not re.fullmatch(r"[0-9a-f]{32}", run_id):
+            return []
+        found = self.client.search_model_versions(f"run_id = '{run_id}'")
+        return [(v.name, str(v.version)) for v in found]
+
+    def ui_hint(self) -> str:
+        uri = self.settings.tracking_uri
+        if uri.startswith(("sqlite:", "file:")):
+            return f"mlflow ui --backend-store-uri {uri} --port 5000  (then http://127.0.0.1:5000)"
+        return f"open {uri} in a browser"
