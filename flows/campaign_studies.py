@@ -34,6 +34,7 @@ from pydantic import BaseModel, ValidationError
 from flows.cli_settings import cli_of
 from flows.drive.settings import DriveSearch
 from flows.press.settings import PressStudy
+from flows.studies import STUDIES
 from ingestion.campaigns import (
     CampaignEntry,
     CampaignFile,
@@ -46,15 +47,14 @@ from ingestion.campaigns import (
 from ingestion.results import IngestReport, Status
 from ingestion.rules import Study
 
-SETTINGS: dict[Study, type[BaseModel]] = {Study.press: PressStudy, Study.drive: DriveSearch}
-_TABLE = "the study runs on the campaign's ingested data"
-_TWIN = "used only without data (the digital twin / simulated reference recording)"
-#: fields the trigger decides, with the reason a campaign file cannot set them
+#: the settings model of each study that ingested data starts, and the fields a campaign file
+#: cannot set (with the reason): from the study registry
+SETTINGS: dict[Study, type[BaseModel]] = {
+    s.campaigns.data: s.settings for s in STUDIES if s.campaigns is not None
+}
 FIXED: dict[Study, dict[str, str]] = {
-    Study.press: {"data": _TABLE, "twin_truth": _TWIN, "twin_seed": _TWIN},
-    Study.drive: {"data": _TABLE, "reference_structure": _TWIN, "noise_percent": _TWIN,
-                  "reference_seed": _TWIN},
-}  # fmt: skip
+    s.campaigns.data: s.campaigns.fixed for s in STUDIES if s.campaigns is not None
+}
 
 
 def setting_keys(study: Study) -> dict[str, str]:

@@ -15,6 +15,7 @@ flows.cli` does: use `python -P -m flows.cli`); its child processes never do (`_
 from __future__ import annotations
 
 import errno
+import importlib
 import os
 import sys
 import traceback
@@ -26,9 +27,7 @@ def build_app():  # -> typer.Typer (typer imported lazily, after the environment
     import typer
 
     from flows import cli_cache, cli_ops
-    from flows.drive import cli as cli_drive
-    from flows.inverse import cli as cli_inverse
-    from flows.press import cli as cli_press
+    from flows.studies import STUDIES
 
     app = typer.Typer(
         name="greylab",
@@ -38,7 +37,9 @@ def build_app():  # -> typer.Typer (typer imported lazily, after the environment
         pretty_exceptions_enable=False,
         rich_markup_mode="markdown",
     )
-    for module in (cli_press, cli_drive, cli_inverse, cli_ops, cli_cache):
+    for study in STUDIES:  # `greylab press|drive|inverse|ingest …`
+        importlib.import_module(study.cli).register(app)
+    for module in (cli_ops, cli_cache):
         module.register(app)
     return app
 

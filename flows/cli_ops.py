@@ -1,4 +1,4 @@
-"""`greylab demo` and the operations commands."""
+"""`greylab demo`, `compare` and `serve`: the commands that are not one study's."""
 
 from __future__ import annotations
 
@@ -6,8 +6,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
 from flows.cli_common import (
     FIGURE_SUFFIXES,
@@ -22,127 +20,19 @@ from flows.cli_common import (
     stdout,
     table,
 )
-from flows.cli_settings import with_settings
-from flows.ingest.settings import IngestSettings
-from ingestion.layout import CAMPAIGN_FILE
+from flows.studies import STUDIES, compared
 from methods.errors import InputError
-from runtime.settings import DATA_ROOT_DEFAULT, INBOX_DEFAULT, INBOX_DIR
 
 MAX_LAST = 10_000  # `compare --last`: runs (or versions per name) read from MLflow
+_STUDY_HELP = (
+    f"{', '.join(compared())} (with --models: {', '.join(s.name for s in STUDIES if s.products)})."
+)
 
 
 def register(app: typer.Typer) -> None:
     app.command()(demo)
     app.command()(compare)
     app.command()(serve)
-    # `greylab ingest [options]` ingests (as before); `greylab ingest withdraw FILE|HASH`
-    ingest_app = typer.Typer(add_completion=False, rich_markup_mode="markdown")
-    ingest_app.callback(invoke_without_command=True)(ingest)
-    ingest_app.command("withdraw")(withdraw)
-    app.add_typer(ingest_app, name="ingest")
-
-
-@with_settings(IngestSettings)
-def ingest(
-    settings: IngestSettings,
-    inbox: Annotated[
-        Path | None,
-        typer.Option(
-            help=f"Inbox folder; default $GREYLAB_INBOX, else {INBOX_DEFAULT} (with "
-            f"--data-root: its {INBOX_DIR} folder)."
-        ),
-    ] = None,
-    data_root: Annotated[
-        Path | None,
-        typer.Option(
-            help=f"Dataset root (holds {CAMPAIGN_FILE}); default $GREYLAB_DATA_ROOT, else "
-            f"{DATA_ROOT_DEFAULT}."
-        ),
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
-) -> None:
-    """Ingest new lab files from the inbox: validate, append to the Parquet dataset, archive,
-    quarantine bad files with an error report, never ingest the same content twice.
-
-    Exit 1 if the data was stored but MLflow could not be reached (the summary says what was
-    stored and what was not tracked). `greylab ingest withdraw FILE|HASH` takes an ingested
-    file back out."""
-    from typer._click.globals import get_current_context
-
-    if get_current_context().invoked_subcommand is not None:
-        return  # a subcommand (withdraw) runs instead of an ingestion
-    from flows.ingest.flow import run_ingest
-
-    # the folders are the CLI user's own (this process), never settings of the flow
-    result = run_ingest(settings, inbox=inbox, data_root=data_root)
-    emit(result, as_json=as_json, human=lambda: print_ingest_result(result))
-    if (result.get("tracking") or {}).get("error"):
-        if as_json:
-            stderr.print(escape(result["tracking"]["message"]), soft_wrap=True, markup=True)
-        raise typer.Exit(1)
-
-
-def withdraw(
-    reference: Annotated[
-        str,
-        typer.Argument(
-            metavar="FILE|HASH",
-            help="The ingested file: its content hash (at least 8 hex digits), the name it was "
-            "ingested under, its archived original, or a copy of the file.",
-        ),
-    ],
-    data_root: Annotated[
-        Path | None,
-        typer.Option(help=f"Dataset root; default $GREYLAB_DATA_ROOT, else {DATA_ROOT_DEFAULT}."),
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="JSON on stdout.")] = False,
-) -> None:
-    """Take an ingested file back out of the dataset: a `withdrawn` ledger record, its dataset
-    part removed, its archived original moved to `withdrawn/` (kept). Withdrawing again is
-    harmless; a file that was never ingested is refused (exit 2) and nothing changes."""
-    from ingestion.withdraw import withdraw as withdraw_file
-    from runtime.settings import load_settings
-
-    root = data_root.resolve() if data_root is not None else load_settings().data_root
-    result = withdraw_file(root, reference).to_dict()
-    emit(result, as_json=as_json,
-         human=lambda: stdout.print(escape(result["message"]), soft_wrap=True, markup=True))  # fmt: skip
-
-
-def print_ingest_result(result: dict[str, Any], console: Console | None = None) -> None:
-    """Counts, then every file not ingested with its reason; file names and messages are
-    file content, so rich markup in them is escaped."""
-    console = console or stdout
-    counts = result["counts"]
-    console.print(table("Ingestion", list(counts), [list(counts.values())]))
-    colour = {"quarantined": "red", "skipped": "yellow", "duplicate": "cyan"}
-    for outcome in result["outcomes"]:
-        status = outcome.get("status")
-        if status in colour:
-            message = str(outcome.get("message") or "")
-            if status != "quarantined":
-                message = message.splitlines()[0] if message else ""
-            console.print(
-                f"[{colour[status]}]{status}[/{colour[status]}] "
-                f"{escape(str(outcome.get('name')))}: {escape(message)}",
-                soft_wrap=True,
-                markup=True,
-            )
-    console.print(
-        f"stored: {result.get('rows', 0)} rows under {escape(str(result.get('data_root')))}",
-        soft_wrap=True,
-        markup=True,
-    )
-    tracking = result.get("tracking") or {}
-    if tracking.get("message"):
-        style = "red" if tracking.get("error") else "green"
-        console.print(
-            f"[{style}]{escape(tracking['message'])}[/{style}]", soft_wrap=True, markup=True
-        )
-    for study in result.get("studies") or []:
-        console.print(
-            escape(", ".join(f"{k}: {v}" for k, v in study.items())), soft_wrap=True, markup=True
-        )
 
 
 def serve(
@@ -165,9 +55,7 @@ def serve(
 
 
 def compare(
-    study: Annotated[
-        str | None, typer.Option(help="press, drive or inverse (with --models: press, drive).")
-    ] = None,
+    study: Annotated[str | None, typer.Option(help=_STUDY_HELP)] = None,
     experiment: Annotated[str | None, typer.Option(help="Only this MLflow experiment.")] = None,
     last: Annotated[
         int,
@@ -200,22 +88,25 @@ def compare(
     """Table of tracked runs of a study (read from MLflow) and a comparison figure; with
     `--models` the registered model versions with their newest validation."""
     from runtime.settings import load_settings
-    from tracking.compare import STUDIES, comparison_figure, runs_table
+    from tracking.compare import comparison_figure, runs_table
 
     wanted = split_list(columns) if columns else None
     if models:
         compare_models(study, last, as_json, wanted)
         return
     if study is None:
-        raise InputError("give --study press|drive|inverse, or --models")
+        raise InputError(f"give --study {'|'.join(compared())}, or --models")
+    if study not in compared():
+        raise InputError(f"unknown study '{study}'; choose one of {sorted(compared())}")
+    spec = compared()[study]
     if figure is not None:  # the user's file: never replaced silently
         check_output(figure, option="--figure", suffixes=FIGURE_SUFFIXES, overwrite=overwrite)
-    frame = runs_table(study, experiment=experiment, last=last)
+    frame = runs_table(study, spec, experiment=experiment, last=last)
     out = None
     if not frame.empty:
         out = figure or load_settings().home / f"compare-{study}.png"
         out.parent.mkdir(parents=True, exist_ok=True)
-        save_figure(comparison_figure(study, frame), out, overwrite=overwrite or figure is None)
+        save_figure(comparison_figure(spec, frame), out, overwrite=overwrite or figure is None)
     records = (
         frame.assign(start=frame["start"].astype(str)).to_dict("records") if len(frame) else []
     )
@@ -225,8 +116,12 @@ def compare(
         if frame.empty:
             stdout.print(f"no tracked {study} runs found")
             return
-        shown = frame.assign(run_id=frame["run_id"].str[:8])
-        print_columns(f"{study} runs (newest first)", shown, wanted, STUDIES[study]["short"])
+        shown = frame.assign(
+            run_id=frame["run_id"].str[:8],
+            study_run=frame["study_run"].str[:8],
+            start=frame["start"].dt.strftime("%Y-%m-%d"),  # the date; --json: the time
+        )
+        print_columns(f"{study} runs (newest first)", shown, wanted, list(spec.short))
         stdout.print(f"figure: {out}")
 
     emit(result, as_json=as_json, human=human)
@@ -257,7 +152,7 @@ def compare_models(
 ) -> None:
     from tracking.compare import MODEL_LEAD, models_table
 
-    frame = models_table(study, last=last)
+    frame = models_table(tuple(s.name for s in STUDIES if s.products), study, last=last)
     records = (
         frame.assign(created=frame["created"].astype(str)).to_dict("records") if len(frame) else []
     )

@@ -7,6 +7,7 @@ other parameter and metric, so nothing tracked is hidden.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -14,60 +15,26 @@ import pandas as pd
 
 from tracking.mlflow_tracker import Tracker
 
-# Per study: which runs are the units of comparison, the leading columns, the headline metric.
-STUDIES: dict[str, dict[str, Any]] = {
-    "press": {
-        "kind": "child",
-        "lead": [
-            "model",
-            "verdict",
-            "cache",
-            "min_alpha",
-            "n_rejections",
-            "design",
-            "sensors",
-            "split",
-            "statistic",
-            "correction",
-            "n_tests",
-            "tol",
-        ],
-        "headline": "min_alpha",
-        "log": True,
-        "short": ["run_id", "model", "verdict", "min_alpha", "n_tests", "split", "design"],
-    },
-    "drive": {
-        "kind": "parent",
-        "lead": [
-            "best_structure",
-            "cache",
-            "best_fitness",
-            "best_rss",
-            "population",
-            "generations",
-            "seed",
-            "test_fraction",
-        ],
-        "headline": "best_rss",
-        "log": True,
-        "short": ["run_id", "best_structure", "best_fitness", "generations", "seed", "cache"],
-    },
-    "inverse": {
-        "kind": "child",
-        "lead": [
-            "system",
-            "method",
-            "dt",
-            "max_constraint_violation",
-            "tracking_error",
-            "error_vs_exact",
-            "wall_time_s",
-        ],
-        "headline": "max_constraint_violation",
-        "log": True,
-        "short": ["run_id", "system", "method", "dt", "max_constraint_violation"],
-    },
-}
+
+@dataclass(frozen=True)
+class CompareSpec:
+    """How `greylab compare` lines up one study's runs (a row of the study registry,
+    `flows/studies.py`).
+
+    `kind`: the runs that are the units of comparison (`parent`: one per study invocation;
+    `child`: one per model or system); `lead`: the columns shown first; `headline`: the metric
+    of the figure's first panel (`log`: on a log scale when positive); `short`: the default
+    columns of the table (they fit 80 characters); `reference`: a column drawn as a mark over
+    the headline (the press test's threshold)."""
+
+    kind: str
+    lead: tuple[str, ...]
+    headline: str
+    short: tuple[str, ...]
+    log: bool = True
+    reference: str | None = None
+
+
 # the columns `greylab compare` shows by default: they fit an 80-column terminal
 
 
@@ -88,13 +55,16 @@ def choose_columns(frame: pd.DataFrame, wanted: list[str] | None, default: list[
 
 
 def runs_table(
-    study: str, *, experiment: str | None = None, last: int = 20, tracker: Tracker | None = None
+    study: str,
+    spec: CompareSpec,
+    *,
+    experiment: str | None = None,
+    last: int = 20,
+    tracker: Tracker | None = None,
 ) -> pd.DataFrame:
-    if study not in STUDIES:
-        from methods.errors import InputError
-
-        raise InputError(f"unknown study '{study}'; choose one of {sorted(STUDIES)}")
-    spec = STUDIES[study]
+    """The `last` newest runs of `study` (of `spec.kind`), one row each: identity, start, the
+    study run they belong to (`study_run`: the parent's id for child runs), verdict, cache,
+    data hash, commit, then every param and metric; the lead columns first."""
     tracker = tracker or Tracker()
     client = tracker.client
     if experiment:
@@ -106,7 +76,7 @@ def runs_table(
         return pd.DataFrame()
     runs = client.search_runs(
         ids,
-        filter_string=f"tags.`greylab.study` = '{study}' and tags.`greylab.kind` = '{spec['kind']}'",
+        filter_string=f"tags.`greylab.study` = '{study}' and tags.`greylab.kind` = '{spec.kind}'",
         order_by=["attributes.start_time DESC"],
         max_results=max(1, last),
     )
@@ -118,6 +88,7 @@ def runs_table(
             "run_name": run.info.run_name,
             "start": pd.Timestamp(run.info.start_time, unit="ms"),
             "status": run.info.status,
+            "study_run": tags.get("mlflow.parentRunId", run.info.run_id),
             "verdict": tags.get("greylab.verdict", ""),
             # hit/partial/miss: a comparison never mixes cached and recomputed runs unknowingly
             "cache": tags.get("greylab.cache", ""),
@@ -130,13 +101,13 @@ def runs_table(
     if not rows:
         return pd.DataFrame()
     frame = pd.DataFrame(rows)
-    lead = ["run_id", "start"] + [c for c in spec["lead"] if c in frame.columns]
+    lead = ["run_id", "start"] + [c for c in spec.lead if c in frame.columns]
     estimates = sorted(c for c in frame.columns if c.startswith(("param.", "stderr.")))
     rest = [c for c in frame.columns if c not in lead and c not in estimates]
     return frame[lead + estimates + rest]
 
 
-def comparison_figure(study: str, frame: pd.DataFrame) -> Any:
+def comparison_figure(spec: CompareSpec, frame: pd.DataFrame) -> Any:
     """Headline metric per run (log scale where useful) plus parameter estimates with
     standard errors where the study has them."""
     import matplotlib
@@ -144,7 +115,6 @@ def comparison_figure(study: str, frame: pd.DataFrame) -> Any:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    spec = STUDIES[study]
     estimates = sorted(c.removeprefix("param.") for c in frame.columns if c.startswith("param."))
     ncols = 1 + len(estimates)
     fig, axes = plt.subplots(1, ncols, figsize=(4.5 * ncols, 3.8), squeeze=False)
@@ -154,14 +124,16 @@ def comparison_figure(study: str, frame: pd.DataFrame) -> Any:
     ]
     x = np.arange(len(frame))
     ax = axes[0, 0]
-    values = pd.to_numeric(frame.get(spec["headline"]), errors="coerce")
+    headline = frame[spec.headline] if spec.headline in frame else pd.Series(np.nan, frame.index)
+    values = pd.to_numeric(headline, errors="coerce")
     ax.bar(x, values, color="tab:blue")
-    if spec["log"] and np.nanmin(values.where(values > 0, np.nan)) > 0:
+    if spec.log and np.nanmin(values.where(values > 0, np.nan)) > 0:
         ax.set_yscale("log")
-    if study == "press" and "threshold" in frame:
-        ax.plot(x, pd.to_numeric(frame["threshold"]), "r_", markersize=20, label="threshold")
+    if spec.reference and spec.reference in frame:
+        reference = pd.to_numeric(frame[spec.reference], errors="coerce")
+        ax.plot(x, reference, "r_", markersize=20, label=spec.reference)
         ax.legend()
-    ax.set_title(spec["headline"])
+    ax.set_title(spec.headline)
     for i, name in enumerate(estimates, start=1):
         axis = axes[0, i]
         value = pd.to_numeric(frame[f"param.{name}"], errors="coerce")
@@ -180,17 +152,24 @@ MODEL_LEAD = ["name", "version", "study", "verdict", "structure", "data_hash", "
 
 
 def models_table(
-    study: str | None = None, *, last: int = 20, tracker: Tracker | None = None
+    studies: tuple[str, ...],
+    study: str | None = None,
+    *,
+    last: int = 20,
+    tracker: Tracker | None = None,
 ) -> pd.DataFrame:
     """Registered greylab model versions side by side (newest first, at most `last` per
     name): verdict (press) or structure (drive), data hash, the run that made them, and the
-    newest validation (`validation.<output>.<metric>` tags, set by `greylab … validate`)."""
-    if study is not None and study not in ("press", "drive"):
+    newest validation (`validation.<output>.<metric>` tags, set by `greylab … validate`).
+    `studies`: the studies that register models (their names prefix the registered names)."""
+    if study is not None and study not in studies:
         from methods.errors import InputError
 
-        raise InputError(f"--study {study[:40]!r}: registered models exist for press and drive")
+        raise InputError(
+            f"--study {study[:40]!r}: registered models exist for {', '.join(studies)}"
+        )
     client = (tracker or Tracker()).client
-    prefixes = (f"{study}-",) if study else ("press-", "drive-")
+    prefixes = (f"{study}-",) if study else tuple(f"{s}-" for s in studies)
     rows = []
     for registered in client.search_registered_models(max_results=1000):
         if not registered.name.startswith(prefixes):

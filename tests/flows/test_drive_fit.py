@@ -31,6 +31,7 @@ def test_a_fit_through_the_flow_is_recorded_registered_and_compared(
     private_prefect: None, recording: Path
 ) -> None:
     from flows.drive.flow import run_drive_search
+    from flows.studies import DRIVE_RUNS
     from runtime.settings import load_settings
     from tracking.compare import runs_table
     from tracking.mlflow_tracker import Tracker
@@ -49,7 +50,7 @@ def test_a_fit_through_the_flow_is_recorded_registered_and_compared(
     assert "stderr.J1" in run.data.metrics and "evidence.sigma" in run.data.metrics
     files = {a.path for a in tracker.client.list_artifacts(result.run_id, "figures")}
     assert "figures/residuals.png" in files and "figures/convergence.png" not in files
-    table = runs_table("drive", tracker=tracker)
+    table = runs_table("drive", DRIVE_RUNS, tracker=tracker)
     assert result.run_id in set(table["run_id"])
 
 

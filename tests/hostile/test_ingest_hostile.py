@@ -164,7 +164,7 @@ def test_csv_above_the_row_limit_is_refused(tmp_path: Path) -> None:
 
 
 def test_markup_in_names_headers_and_sensors_does_not_crash_the_output(tmp_path: Path) -> None:
-    from flows.cli_ops import print_ingest_result
+    from flows.ingest.cli import print_ingest_result
 
     inbox, root = _folders(tmp_path)
     frame = press_frame(np.random.default_rng(9))
@@ -281,7 +281,7 @@ def test_mlflow_unreachable_after_storing_says_what_was_stored(
     assert tracking["run_id"] is None and tracking["error"]
     assert "not tracked" in tracking["message"] and "16 rows" in tracking["message"]
     out = io.StringIO()
-    from flows.cli_ops import print_ingest_result
+    from flows.ingest.cli import print_ingest_result
 
     print_ingest_result({**report.to_dict(), "tracking": tracking}, Console(file=out, width=300))
     assert "stored: 16 rows" in out.getvalue() and "not tracked" in out.getvalue()

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from flows.cli import main
+from flows.studies import DRIVE_RUNS, PRESS_RUNS
 from runtime.settings import load_settings
 from tracking.compare import comparison_figure, runs_table
 from tracking.mlflow_tracker import Tracker
@@ -40,16 +41,17 @@ def _press_study(tracker: Tracker, verdicts: dict[str, bool], k5: float) -> None
 def test_press_runs_table_and_figure(tracker: Tracker, tmp_path: Path) -> None:
     _press_study(tracker, {"M1": True, "M3": False}, 5400.0)
     _press_study(tracker, {"M2": True}, 5390.0)
-    frame = runs_table("press", tracker=tracker)
+    frame = runs_table("press", PRESS_RUNS, tracker=tracker)
     assert len(frame) == 3  # children only: the parents are not units of comparison
     assert list(frame.columns[:4]) == ["run_id", "start", "model", "verdict"]
     assert frame["model"].tolist() == ["M2", "M3", "M1"]  # newest first
     assert frame["cache"].tolist() == ["hit", "miss", "miss"]  # the cached study is told apart
     assert set(frame["verdict"]) == {"rejected", "passes"}
     assert frame["param.k5"].tolist() == [5390.0, 5400.0, 5400.0]
-    assert runs_table("press", last=1, tracker=tracker)["model"].tolist() == ["M2"]
-    assert runs_table("drive", tracker=tracker).empty
-    fig = comparison_figure("press", frame)
+    assert frame["study_run"].nunique() == 2  # each child names the study run it belongs to
+    assert runs_table("press", PRESS_RUNS, last=1, tracker=tracker)["model"].tolist() == ["M2"]
+    assert runs_table("drive", DRIVE_RUNS, tracker=tracker).empty
+    fig = comparison_figure(PRESS_RUNS, frame)
     assert len(fig.axes) == 2  # headline metric + one estimate panel (k5)
 
 
