@@ -240,5 +240,6 @@ class Tracker:
     def ui_hint(self) -> str:
         uri = self.settings.tracking_uri
         if uri.startswith(("sqlite:", "file:")):
-            return f"mlflow ui --backend-store-uri {uri} --port 5000  (then http://127.0.0.1:5000)"
+            return (f"python -m deployments.mlflow_ui server --backend-store-uri {uri} --port 5000"
+                    "  (then http://127.0.0.1:5000)")
         return f"open {uri} in a browser"

@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.services import mlflow_server, prefect_server, stop
+from tests.browser.servers import mlflow_ui_server
+from tests.integration.services import prefect_server, stop
 
 pytestmark = pytest.mark.browser
 
@@ -48,10 +49,11 @@ def _post(url: str, body: dict[str, Any]) -> Any:
 
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[dict[str, str]]:
-    """Prefect server with UI + MLflow server + `greylab serve --only press-uncertainty`."""
+    """Prefect server with UI + MLflow server (as docs/operations.md starts it) + `greylab
+    serve --only press-uncertainty`."""
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} missing: `make browser` installs Debian's chromium")
-    with prefect_server(tmp_path, ui=True) as api, mlflow_server(tmp_path) as mlflow:
+    with prefect_server(tmp_path, ui=True) as api, mlflow_ui_server(tmp_path) as mlflow:
         env = {**os.environ, "PREFECT_API_URL": api, "GREYLAB_HOME": str(tmp_path / "home"),
                "MLFLOW_TRACKING_URI": mlflow, "PREFECT_UI_URL": api.removesuffix("/api")}  # fmt: skip
         log = tmp_path / "serve.log"
