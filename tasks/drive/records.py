@@ -6,9 +6,13 @@ source, and `gp.<name>` / `gp.identification.<name>`: every GP setting the searc
 with the `data` preset `scales.<name>`, `scales.r2`, `scales.cutoff_hz` (the recording's own
 scales, `models.drivetrain.scales`).
 Per generation (stepped metrics, live while the search runs): `best_fitness`, `best_rss` of
-the best individual found so far. At the end:
+the best individual found so far; after the last generation, one step per move of the local
+search (`polish_`), so the last step is the answer the run reports (its name, `result.json`).
+At the end:
 `param.<name>` for the identified parameters, `n_evaluations`, `best_structure` as tag and param,
-artifacts `history.csv` (best structure per generation, codes and names), `population.csv`
+artifacts `history.csv` (best structure per generation, codes and names), `convergence.csv`
+(what the convergence figure draws: the generations, then the local search's moves),
+`population.csv`
 (every individual of every generation), `state_space.json`, `result.json`, and figures of
 measured vs simulated output and of the fitness over generations (none for a fit of a named
 structure, `greylab drive fit`). The evidence for the answer (`evidence`): standard errors,
@@ -24,6 +28,34 @@ import pandas as pd
 
 from products.register import register
 from tracking.recorder import Recorder
+
+
+def convergence(search: Any) -> pd.DataFrame:
+    """The best fitness step by step: one row per generation (`history_`), then one per move
+    of the local search after the last generation (`polish_`, `chosen`), numbered on from the
+    generations; `overall_best_*` of the last row is the search's answer."""
+    history = search.history_
+    columns = ["generation", "best_fitness", "best_rss", "overall_best_fitness",
+               "overall_best_rss", "overall_best_names", "step"]  # fmt: skip
+    if not len(history):
+        return pd.DataFrame(columns=columns)
+    best_rss: list[float] = []  # of the best so far: the generation's when it is the best
+    for r in history.itertuples():
+        new_best = not best_rss or r.overall_best_fitness == r.best_fitness
+        best_rss.append(float(r.best_rss) if new_best else best_rss[-1])
+    rows: list[dict[str, Any]] = [{"generation": int(r.generation), "best_fitness": float(r.best_fitness),
+             "best_rss": float(r.best_rss), "overall_best_fitness": float(r.overall_best_fitness),
+             "overall_best_rss": b, "overall_best_names": str(r.overall_best_names),
+             "step": "generation"} for r, b in zip(history.itertuples(), best_rss)]  # fmt: skip
+    polish = getattr(search, "polish_", None)
+    moves = polish[polish["chosen"]] if polish is not None and len(polish) else pd.DataFrame()
+    last = rows[-1]["generation"]
+    for k, move in enumerate(moves.itertuples(), 1):
+        rows.append({"generation": last + k, "best_fitness": float(move.fitness),
+                     "best_rss": float(move.rss), "overall_best_fitness": float(move.fitness),
+                     "overall_best_rss": float(move.rss), "overall_best_names": str(move.names),
+                     "step": "local search"})  # fmt: skip
+    return pd.DataFrame(rows, columns=columns)
 
 
 class DriveRecorder(Recorder):
@@ -50,6 +82,7 @@ class DriveRecorder(Recorder):
 
     def result(self, search: Any, recording: pd.DataFrame) -> None:
         run = self.run
+        self._local_search_steps(search)
         structure = ",".join(search.best_structure_)
         run.params({"best_structure": structure,
                     "best_codes": ",".join(map(str, search.best_codes_))})  # fmt: skip
@@ -73,6 +106,8 @@ class DriveRecorder(Recorder):
             | {f"param.{k}": float(v) for k, v in search.best_parameters_.items()},
         )
         run.table(search.history_, "history.csv")
+        if len(search.history_):
+            run.table(convergence(search), "convergence.csv")
         population = search.population_history_.assign(
             parameters=search.population_history_["parameters"].map(str)
         )
@@ -115,7 +150,24 @@ class DriveRecorder(Recorder):
         figure = plots.plot_fit(time_s, measured, search.best_output_, title=title)
         self.run.figure(figure, "figures/fit.png")
         if len(search.history_):  # a fit of a named structure has no generations
-            self.run.figure(plots.plot_history(search.history_), "figures/convergence.png")
+            steps = convergence(search)
+            figure = plots.plot_history(steps)
+            n_generations = len(search.history_)
+            if len(steps) > n_generations:  # mark where the local search starts
+                axis = figure.axes[0]
+                axis.axvline(n_generations - 0.5, color="0.6", lw=0.8)
+                axis.set_xlabel("generation, then the local search's moves")
+                axis.set_title(f"answer: fitness {search.best_fitness_:.3g}", fontsize=9)
+            self.run.figure(figure, "figures/convergence.png")
+
+    def _local_search_steps(self, search: Any) -> None:
+        """`best_fitness` / `best_rss` steps after the last generation, one per move of the
+        local search, so that the metrics end at the answer (the last move is the best)."""
+        steps = convergence(search)
+        for row in steps.iloc[len(search.history_) :].to_dict("records"):
+            self.run.metrics({"best_fitness": float(row["overall_best_fitness"]),
+                              "best_rss": float(row["overall_best_rss"])},
+                             step=int(row["generation"]))  # fmt: skip
 
     def evidence(self, evidence: Any, recording: pd.DataFrame) -> None:
         """The evidence for the answer (`models.drivetrain.evidence`): metrics

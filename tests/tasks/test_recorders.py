@@ -223,7 +223,7 @@ def test_drive_recorder(drive: dict[str, Any]) -> None:
     assert set(run.metrics) == {"best_fitness", "best_rss", "n_evaluations"} | {
         f"param.{name}" for name in search.best_parameters_
     }
-    assert set(run.artifacts) == {"history.csv", "population.csv", "polish.csv",
+    assert set(run.artifacts) == {"history.csv", "convergence.csv", "population.csv", "polish.csv",
                                   "state_space.json", "result.json", "figures/fit.png",
                                   "figures/convergence.png"}  # fmt: skip
     pd.testing.assert_frame_equal(run.artifacts["history.csv"], search.history_)
