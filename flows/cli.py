@@ -19,6 +19,7 @@ import importlib
 import os
 import sys
 import traceback
+from typing import Any
 
 from runtime.settings import apply_environment
 
@@ -41,7 +42,43 @@ def build_app():  # -> typer.Typer (typer imported lazily, after the environment
         importlib.import_module(study.cli).register(app)
     for module in (cli_ops, cli_cache):
         module.register(app)
+    app.add_typer(_server_app(typer), name="server")
     return app
+
+
+def _server_app(typer: Any) -> Any:
+    """`greylab server status|stop`: the local Prefect server the CLI shares between calls."""
+    server = typer.Typer(
+        help="The local Prefect server greylab's commands share (runtime.local_server): it "
+        "starts on demand and stops itself after GREYLAB_SERVER_IDLE seconds (default 120) "
+        "without requests; GREYLAB_SERVER_IDLE=0 gives every command a temporary server.",
+        no_args_is_help=True,
+    )
+
+    @server.command("status")
+    def status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+        """Whether the shared server runs, its pid and API URL."""
+        import json
+
+        from runtime.local_server import server_status
+
+        info = server_status()
+        if as_json:
+            sys.stdout.write(json.dumps(info, indent=2) + "\n")
+        elif info["running"]:
+            sys.stdout.write(f"running: pid {info['pid']}, {info['api_url']}\n")
+        else:
+            sys.stdout.write("not running\n")
+
+    @server.command("stop")
+    def stop() -> None:
+        """Stop the shared server now (the next command starts one again)."""
+        from runtime.local_server import stop_server
+
+        pid = stop_server()
+        sys.stdout.write(f"stopped pid {pid}\n" if pid else "not running\n")
+
+    return server
 
 
 def _start(argv: list[str] | None) -> None:
@@ -61,6 +98,9 @@ def _start(argv: list[str] | None) -> None:
         ) from None
     if argv is None:  # this process is the command: its children inherit the setting
         isolate_child_processes()
+        from flows import runners
+
+        runners.SHARE_SERVER = True  # flows use the shared local Prefect server
     install_import_hook()  # temporary Prefect servers die with this process, even on SIGKILL
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] != "cache" and not {"--help", "-h"} & set(args):

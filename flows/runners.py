@@ -5,7 +5,9 @@ stack's), otherwise a local cluster of worker processes started for the flow run
 after it. Dask workers need no Prefect settings; they import this project, so it must be
 installed where they run.
 
-Temporary Prefect servers (Prefect's ephemeral server and the one `api_for_workers` starts for
+The CLI shares one local Prefect server between its calls (`runtime.local_server`: started on
+demand, detached, stopping itself after `GREYLAB_SERVER_IDLE` seconds idle; `shared_api`).
+Temporary Prefect servers (with `GREYLAB_SERVER_IDLE=0` and for in-process callers: Prefect's ephemeral server and the one `api_for_workers` starts for
 Dask workers) die with the process that started them, even on SIGKILL: `guard_temporary_servers`
 makes their subprocess run through `flows.server_guard`, which sets the Linux parent-death
 signal and also watches the parent's pid (the parent-death signal alone follows the *thread*
@@ -120,14 +122,40 @@ def safe_child_path() -> Iterator[None]:
             os.environ["PYTHONSAFEPATH"] = before
 
 
+#: set by the CLI (`flows.cli.main` of the command's own process): flows use the shared local
+#: Prefect server (`runtime.local_server`); in-process callers keep a temporary one
+SHARE_SERVER = False
+
+
+@contextlib.contextmanager
+def shared_api() -> Iterator[None]:
+    """Point Prefect at the shared local server (started if needed) when the CLI asked for it,
+    `PREFECT_API_URL` is unset and `GREYLAB_SERVER_IDLE` is not 0; otherwise do nothing (and
+    the temporary servers started later are guarded)."""
+    from runtime import local_server
+
+    if not SHARE_SERVER or os.environ.get("PREFECT_API_URL") or not local_server.idle_seconds():
+        guard_temporary_servers()
+        yield
+        return
+    url = local_server.ensure_server()
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    os.environ["PREFECT_API_URL"] = url
+    try:
+        with temporary_settings(updates={PREFECT_API_URL: url}):
+            yield
+    finally:
+        os.environ.pop("PREFECT_API_URL", None)
+
+
 def run_flow(flow: Any, study: Any, *, runner: RunnerKind | str, workers: int) -> Any:
     """Run a study flow on the chosen task runner (threads, or a Dask cluster). Its logs and
     events are sent before this returns, while the server (a temporary one for Dask workers)
     still runs: the command ends when its work ends."""
     runner = runner_kind(runner)
     limits.check("workers", workers, "GREYLAB_MAX_WORKERS")
-    guard_temporary_servers()
-    with safe_child_path(), api_for_workers(runner):
+    with safe_child_path(), shared_api(), api_for_workers(runner):
         try:
             return flow.with_options(task_runner=make_task_runner(runner, workers=workers))(study)
         finally:

@@ -37,6 +37,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from runtime.local_server import neutral_environment
+
 PR_SET_PDEATHSIG = 1
 
 
@@ -88,29 +90,6 @@ def install_import_hook() -> None:
         guard_temporary_servers()
     elif not any(isinstance(f, _GuardOnImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _GuardOnImport())  # type: ignore[arg-type]
-
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def neutral_environment(env: dict[str, str] | None = None) -> dict[str, str]:
-    """A child's environment without the working folder on its import path: `PYTHONSAFEPATH`
-    set, and `PYTHONPATH` without entries that are empty or name the working folder (unless
-    that folder is greylab's own project)."""
-    env = dict(os.environ if env is None else env)
-    env["PYTHONSAFEPATH"] = "1"
-    here = Path.cwd().resolve()
-    kept = []
-    for entry in env.get("PYTHONPATH", "").split(os.pathsep):
-        with contextlib.suppress(OSError):
-            where = Path(entry).resolve()
-            if entry and (where != here or where == ROOT):
-                kept.append(entry)
-    if kept:
-        env["PYTHONPATH"] = os.pathsep.join(kept)
-    else:
-        env.pop("PYTHONPATH", None)
-    return env
 
 
 def isolate_child_processes() -> None:
@@ -165,18 +144,62 @@ def _leave_working_folder() -> None:
 
 def main(argv: list[str]) -> None:
     if len(argv) < 2 or argv[1] != "--":
-        sys.exit("usage: python -m flows.server_guard PARENT_PID -- <uvicorn arguments>")
-    parent = int(argv[0])
-    _parent_death_signal()
-    if os.getppid() != parent:  # the parent died before the signal was armed
-        sys.exit(1)
-    threading.Thread(target=_watch, args=(parent,), daemon=True, name="parent-watch").start()
+        sys.exit("usage: python -m flows.server_guard PARENT_PID|detached:IDLE -- <uvicorn args>")
+    if argv[0].startswith("detached:"):  # the shared server (runtime.local_server)
+        # watched once the app exists (`idle_app`, imported by uvicorn as another module
+        # than this `__main__`: hence the environment)
+        os.environ[_IDLE_WATCH] = str(float(argv[0].split(":", 1)[1]))
+    else:
+        parent = int(argv[0])
+        _parent_death_signal()
+        if os.getppid() != parent:  # the parent died before the signal was armed
+            sys.exit(1)
+        threading.Thread(target=_watch, args=(parent,), daemon=True, name="parent-watch").start()
     _leave_working_folder()
     before = list(sys.path)
     migrate_prefect_database()
     sys.path[:] = [entry for entry in sys.path if entry in before]  # alembic prepends "."
     sys.argv = ["uvicorn", *argv[2:]]
     runpy.run_module("uvicorn", run_name="__main__", alter_sys=True)
+
+
+#: the shared server's traffic: open HTTP requests and websockets, and the last time one ended
+_IDLE_WATCH = "GREYLAB_SERVER_IDLE_WATCH"
+_activity: dict[str, float] = {"open": 0, "last": time.monotonic()}
+
+
+def idle_app() -> Any:
+    """Prefect's app (uvicorn factory), counting requests and connections for `_idle_watch`."""
+    from prefect.server.api.server import create_app
+
+    app = create_app()
+    _activity["last"] = time.monotonic()  # idle from here: not during the migration
+    idle = os.environ.pop(_IDLE_WATCH, None)
+    if idle is not None:
+        watch = threading.Thread(target=_idle_watch, args=(float(idle),), daemon=True, name="idle")
+        watch.start()
+
+    async def counted(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            return await app(scope, receive, send)
+        _activity["open"] += 1
+        try:
+            await app(scope, receive, send)
+        finally:
+            _activity["open"] -= 1
+            _activity["last"] = time.monotonic()
+
+    return counted
+
+
+def _idle_watch(idle: float) -> None:
+    """End this server after `idle` seconds without an open request or connection."""
+    while True:
+        time.sleep(min(1.0, max(idle / 4, 0.05)))
+        if _activity["open"] <= 0 and time.monotonic() - _activity["last"] > idle:
+            os.kill(os.getpid(), signal.SIGTERM)  # uvicorn shuts down on SIGTERM
+            time.sleep(10)
+            os._exit(1)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,225 @@
+"""A local Prefect server shared by greylab's command-line calls (issue 31).
+
+Prefect's temporary server costs every CLI call 3-5 s (10 s with a fresh home, whose database
+is created) plus the import of Prefect's server modules (about 2 s). The CLI therefore reuses
+one local server per `PREFECT_HOME`:
+
+- started on demand by the first command that runs a flow (`ensure_server`), detached (its own
+  session, so it survives the command), as `python -P -m flows.server_guard detached:IDLE --
+  <uvicorn arguments>`: bound to 127.0.0.1 on a free port, never importing from the working
+  folder (`neutral_environment`), Prefect's database migrated under its lock first;
+- found again by the next command through `$PREFECT_HOME/local-server.json` (pid, port), trusted
+  only when that pid runs `flows.server_guard` and `/api/health` answers within a second;
+- started or checked under the file lock `$PREFECT_HOME/local-server.lock` (two commands at
+  once start one server);
+- stopping itself after `GREYLAB_SERVER_IDLE` seconds (default 120) without a request or an open
+  connection (`flows.server_guard.idle_app`): a server outlives the command that started it by
+  that much at most, also when the command was killed; `greylab server stop` stops it now.
+
+`GREYLAB_SERVER_IDLE=0` restores a temporary server per command (dies with it, even on
+SIGKILL); a set `PREFECT_API_URL` (a real server) is used as is. Standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+IDLE_ENV = "GREYLAB_SERVER_IDLE"
+DEFAULT_IDLE_S = 120.0
+MAX_IDLE_S = 7 * 24 * 3600.0
+STATE_FILE = "local-server.json"
+START_TIMEOUT_S = 120.0
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def idle_seconds(env: dict[str, str] | None = None) -> float:
+    """`GREYLAB_SERVER_IDLE` in seconds (0: no shared server); bad values are an InputError."""
+    raw = (os.environ if env is None else env).get(IDLE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_IDLE_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value <= MAX_IDLE_S:
+        from methods.errors import InputError
+
+        raise InputError(
+            f"environment variable {IDLE_ENV}={raw[:40]!r}: expected seconds from 0 (a temporary "
+            f"server per command) to {MAX_IDLE_S:g}"
+        )
+    return value
+
+
+def prefect_home() -> Path:
+    """Prefect's home (`PREFECT_HOME`, set by `runtime.settings.apply_environment`)."""
+    from runtime.settings import load_settings
+
+    return Path(os.environ.get("PREFECT_HOME") or load_settings().home / "prefect").resolve()
+
+
+def neutral_environment(env: dict[str, str] | None = None) -> dict[str, str]:
+    """A child's environment without the working folder on its import path: `PYTHONSAFEPATH`
+    set, and `PYTHONPATH` without entries that are empty or name the working folder (unless
+    that folder is greylab's own project)."""
+    env = dict(os.environ if env is None else env)
+    env["PYTHONSAFEPATH"] = "1"
+    here = Path.cwd().resolve()
+    kept = []
+    for entry in env.get("PYTHONPATH", "").split(os.pathsep):
+        with contextlib.suppress(OSError):
+            where = Path(entry).resolve()
+            if entry and (where != here or where == ROOT):
+                kept.append(entry)
+    if kept:
+        env["PYTHONPATH"] = os.pathsep.join(kept)
+    else:
+        env.pop("PYTHONPATH", None)
+    return env
+
+
+def read_state(home: Path) -> dict[str, Any] | None:
+    try:
+        state = json.loads((home / STATE_FILE).read_text())
+        return {"pid": int(state["pid"]), "port": int(state["port"])}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def _ours(pid: int) -> bool:
+    """`pid` runs a greylab server (a recycled pid running something else is not ours)."""
+    return "flows.server_guard detached:" in _cmdline(pid)
+
+
+def healthy(state: dict[str, Any] | None, timeout: float = 1.0) -> bool:
+    if not state or not _ours(state["pid"]):
+        return False
+    try:
+        url = f"http://127.0.0.1:{state['port']}/api/health"
+        with urllib.request.urlopen(url, timeout=timeout) as answer:
+            return bool(answer.status == 200)
+    except (OSError, ValueError):
+        return False
+
+
+def api_url(state: dict[str, Any]) -> str:
+    return f"http://127.0.0.1:{state['port']}/api"
+
+
+def _free_port() -> int:
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _launch(home: Path, idle: float) -> dict[str, Any]:
+    port = _free_port()
+    uvicorn = ["--app-dir", str(ROOT), "--factory", "flows.server_guard:idle_app", "--host",
+               "127.0.0.1", "--port", str(port), "--log-level", "error", "--lifespan", "on"]  # fmt: skip
+    env = neutral_environment()
+    env.update(PREFECT_UI_ENABLED="0", PREFECT__SERVER_EPHEMERAL="1", PREFECT_HOME=str(home))
+    env.pop("PREFECT_API_URL", None)
+    with open(home / "local-server.log", "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-P", "-m", "flows.server_guard", f"detached:{idle:g}", "--",
+             *uvicorn],
+            cwd=home, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            start_new_session=True, close_fds=True,
+        )  # fmt: skip
+    return {"pid": process.pid, "port": port, "process": process}
+
+
+def _wait_healthy(state: dict[str, Any], timeout: float) -> bool:
+    process = state["process"]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False
+        if healthy(state, timeout=2.0):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def ensure_server(idle: float | None = None, timeout: float = START_TIMEOUT_S) -> str:
+    """The API URL of the shared local server of this `PREFECT_HOME`, started if none is
+    healthy. Raises `RuntimeError` when no server answers within `timeout`."""
+    from runtime.stores import store_lock
+
+    idle = idle_seconds() if idle is None else idle
+    home = prefect_home()
+    home.mkdir(parents=True, exist_ok=True)
+    with store_lock(home / "local-server", timeout=timeout + 30):
+        state = read_state(home)
+        if healthy(state):
+            assert state is not None
+            return api_url(state)
+        for _attempt in range(2):  # a port taken between choosing and binding: once more
+            state = _launch(home, idle)
+            if _wait_healthy(state, timeout):
+                text = json.dumps({"pid": state["pid"], "port": state["port"]})
+                tmp = home / f"{STATE_FILE}.{os.getpid()}"
+                tmp.write_text(text)
+                tmp.replace(home / STATE_FILE)
+                return api_url(state)
+            _terminate(state["pid"])
+    raise RuntimeError(
+        f"the local Prefect server did not start within {timeout:g} s (see "
+        f"{home / 'local-server.log'}); set {IDLE_ENV}=0 to use a temporary server per command"
+    )
+
+
+def _terminate(pid: int, wait: float = 10.0) -> bool:
+    """SIGTERM, then SIGKILL after `wait` seconds; True when the process is gone."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        if not _ours(pid):
+            return True
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    return True
+
+
+def stop_server(home: Path | None = None) -> int | None:
+    """Stop the shared server of `home` (default: this `PREFECT_HOME`); its pid, or None."""
+    home = prefect_home() if home is None else home
+    state = read_state(home)
+    if state is None or not _ours(state["pid"]):
+        with contextlib.suppress(OSError):
+            (home / STATE_FILE).unlink()
+        return None
+    _terminate(state["pid"])
+    with contextlib.suppress(OSError):
+        (home / STATE_FILE).unlink()
+    return int(state["pid"])
+
+
+def server_status(home: Path | None = None) -> dict[str, Any]:
+    home = prefect_home() if home is None else home
+    state = read_state(home)
+    up = healthy(state)
+    return {"running": up, "pid": state["pid"] if up and state else None,
+            "api_url": api_url(state) if up and state else None, "home": str(home),
+            "idle_seconds": idle_seconds()}  # fmt: skip
