@@ -112,13 +112,21 @@ def _start(argv: list[str] | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; its exit code. As the command's own process (`argv` None) it leaves
-    without the interpreter's teardown (`_leave_at_exit`)."""
+    """Run one command; its exit code. As the command's own process (`argv` None) it runs
+    deferred tracking after the answer is printed (`runtime.deferred`) and leaves without the
+    interpreter's teardown (`_leave_at_exit`)."""
     if argv is None:
         import atexit
 
+        from runtime import deferred
+
         atexit.register(_leave_at_exit)  # registered first: runs after every other handler
+        deferred.enable()  # tracking that may wait runs after the answer (runtime.deferred)
     code = _main(argv)
+    if argv is None:
+        for stream in (sys.stdout, sys.stderr):  # the answer is out before deferred work
+            stream.flush()
+        deferred.run_deferred()  # failures: a warning each, the answer's exit code stays
     _EXIT_CODE[:] = [code]
     return code
 
