@@ -51,6 +51,7 @@ format: install
 bench: install
 	PYTHONPATH=. $(BIN)/python benchmarks/press_detect.py --repeats 5
 	PYTHONPATH=. $(BIN)/python benchmarks/nist_strd.py --repeats 3
+	PYTHONPATH=. $(BIN)/python benchmarks/press_vs_scipy_fd.py --repeats 3
 	PYTHONPATH=. $(BIN)/python benchmarks/inverse.py --repeats 5
 	PYTHONPATH=. $(BIN)/python benchmarks/press_calibration.py 100 30 --repeats 1
 	PYTHONPATH=. $(BIN)/python benchmarks/sensor_design.py --repeats 3

@@ -165,9 +165,10 @@ def models_table(
     if study is not None and study not in studies:
         from methods.errors import InputError
 
-        raise InputError(
-            f"--study {study[:40]!r}: registered models exist for {', '.join(studies)}"
+        listed = " and ".join(
+            [", ".join(studies[:-1]), studies[-1]] if len(studies) > 1 else studies
         )
+        raise InputError(f"--study {study[:40]!r}: registered models exist for {listed}")
     client = (tracker or Tracker()).client
     prefixes = (f"{study}-",) if study else tuple(f"{s}-" for s in studies)
     rows = []
