@@ -36,18 +36,19 @@ from methods.errors import InputError
 @dataclass(frozen=True)
 class Cli:
     """How one settings field appears on the command line. Put it in the field's annotation
-    (``Annotated[int, Cli(name="tests")]``): pydantic keeps it as metadata, the JSON schema
-    (the Prefect form) does not see it.
+        (``Annotated[int, Cli(name="tests")]``): pydantic keeps it as metadata, the JSON schema
+        (the Prefect form) does not see it.
 
-    ``name``: option name without ``--`` (default: the field name in kebab case); ``path``: a
-    file path, resolved to an absolute path; ``zero_is_none``: ``--name 0`` means "none" (the
-    empty field of the form; ``--name all`` says the same); ``hidden``: a setting of the dashboard and API only;
-    ``default``: the command line's default where it differs from the form's (e.g. a shorter
-    settle window for a person at a terminal); ``aliases``: further option names (an old
-    spelling kept working, e.g. ``("--models",)``).
+        ``name``: option name without ``--`` (default: the field name in kebab case); ``path``: a
+        file path, resolved to an absolute path; ``zero_is_none``: ``--name 0`` means "none" (the
+        empty field of the form; ``--name all`` says the same); ``hidden``: a setting of the dashboard and API only;
+        ``default``: the command line's default where it differs from the form's (e.g. a shorter
+        settle window for a person at a terminal); ``aliases``: further option names (an old
+        spelling kept working, e.g. ``("--models",)``); ``note``: words for the command line's help
+    only, e.g. how to say "empty" there (the form's description names no option).
 
-    A list field is a repeatable option whose values may also be comma-separated:
-    ``--model M1 --model M2`` and ``--model M1,M2`` are the same list."""
+        A list field is a repeatable option whose values may also be comma-separated:
+        ``--model M1 --model M2`` and ``--model M1,M2`` are the same list."""
 
     name: str | None = None
     path: bool = False
@@ -55,6 +56,24 @@ class Cli:
     hidden: bool = False
     default: Any = None
     aliases: tuple[str, ...] = ()
+    note: str = ""  # said in the option's help only (the form speaks without option names)
+
+
+@dataclass(frozen=True)
+class Limit:
+    """The field's maximum (a number, or a list's length) is the worker's limit `variable`
+    (`models.limits.limit`), divided by `per` (generations: evaluations over the smallest
+    population); read when the Prefect form's schema or the command's options are built, so
+    the form offers what the worker will run. The settings' validators still check the
+    value against the limit of the machine that runs it."""
+
+    variable: str
+    per: int = 1
+
+    def maximum(self) -> int:
+        from models.limits import limit
+
+        return max(1, limit(self.variable) // self.per)
 
 
 def cli_of(field: FieldInfo) -> Cli:
@@ -83,11 +102,15 @@ def _range(field: FieldInfo) -> str:
         for kind, (attribute, sign) in words.items():
             if isinstance(item, kind):
                 parts.append(f"{sign} {getattr(item, attribute)}")
+        if isinstance(item, Limit) and _without_none(field.annotation)[0] in (int, float):
+            parts.append(f"<= {item.maximum()}")
     return ", ".join(parts)
 
 
 def _help(field: FieldInfo, kind: Any) -> str:
     text = field.description or ""
+    note = cli_of(field).note
+    text = f"{text} ({note})" if note and text else note or text
     if isinstance(kind, type) and issubclass(kind, enum.Enum) and kind.__doc__:
         doc = inspect.cleandoc(kind.__doc__)
         if doc and not doc.startswith("An enumeration"):
@@ -208,3 +231,88 @@ def with_settings(
         return run
 
     return wrap
+
+
+# -- the Prefect form ---------------------------------------------------------------------------
+
+
+def lab_form(schema: dict[str, Any], model: type[BaseModel]) -> None:
+    """The settings model's JSON schema as the Prefect form shows it (`model_config =
+    ConfigDict(json_schema_extra=lab_form)`): every field that cannot be empty is required
+    in what the form submits (text typed into a number field leaves it empty: the form
+    refuses it instead of sending nothing, which would run the default), `Limit` maxima from the worker's limits, a choice
+    of an Enum inline (no class name on the form), the range of every number at the end of
+    its description, and "empty" as the name of the empty alternative of an optional field.
+
+    The form checks the schema before it submits (and the server again) because deployments
+    enforce their parameter schema; an API caller may still send some settings only (see
+    the `if`/`then` below) and the flow's settings model checks what it gets."""
+    properties = schema.get("properties", {})
+    required = []
+    for name, field in model.model_fields.items():
+        prop = properties.get(name)
+        if prop is None:
+            continue
+        kind, optional = _without_none(field.annotation)
+        if not optional:
+            required.append(name)
+        for item in field.metadata:
+            if isinstance(item, Limit):
+                target = _non_null(prop)
+                target["maxItems" if target.get("type") == "array" else "maximum"] = item.maximum()
+        prop.setdefault("title", name.replace("_", " ").title())
+        if isinstance(kind, type) and issubclass(kind, enum.Enum):
+            _inline_enum(prop, kind)
+        for alternative in prop.get("anyOf", []):
+            if alternative.get("type") == "null":
+                alternative["title"] = "empty"
+            else:
+                alternative.setdefault("title", prop.get("title", name))
+        bounds = _bounds(_non_null(prop))
+        if bounds and prop.get("description"):
+            prop["description"] = f"{prop['description']} (range: {bounds})"
+    # The form always sends every on/off switch (a checkbox has a value) and drops a field
+    # left empty; an API caller may send some settings only (the flow fills in the rest):
+    # so a submission with every switch must carry every field that cannot be empty.
+    switches = [
+        n for n, f in model.model_fields.items() if f.annotation is bool and n in properties
+    ]
+    if switches:
+        schema["if"] = {"required": switches}
+        schema["then"] = {"required": required}
+    else:
+        schema["required"] = required
+
+
+def _non_null(prop: dict[str, Any]) -> dict[str, Any]:
+    """The schema of an optional field's value (its non-null alternative), else `prop`."""
+    values = [a for a in prop.get("anyOf", []) if a.get("type") != "null"]
+    return values[0] if len(values) == 1 else prop
+
+
+def _inline_enum(prop: dict[str, Any], kind: type[enum.Enum]) -> None:
+    choice = {"type": "string", "enum": [m.value for m in kind], "title": prop.get("title", "")}
+    if "$ref" in prop:
+        del prop["$ref"]
+        prop.update({k: v for k, v in choice.items() if k != "title"})
+    for i, alternative in enumerate(prop.get("anyOf", [])):
+        if "$ref" in alternative:
+            prop["anyOf"][i] = choice
+    prop.pop("allOf", None)
+
+
+def _bounds(prop: dict[str, Any]) -> str:
+    """`1 to 10,000`, `> 0 and < 1`, `>= 0` from a number's schema; '' for no number."""
+    if prop.get("type") not in ("integer", "number"):
+        return ""
+
+    def shown(value: float) -> str:
+        return f"{value:,}" if isinstance(value, int) else f"{value:g}"
+
+    low: tuple[str, float] | None = (">= ", prop["minimum"]) if "minimum" in prop else None
+    low = ("> ", prop["exclusiveMinimum"]) if "exclusiveMinimum" in prop else low
+    high: tuple[str, float] | None = ("<= ", prop["maximum"]) if "maximum" in prop else None
+    high = ("< ", prop["exclusiveMaximum"]) if "exclusiveMaximum" in prop else high
+    if low and high and low[0] == ">= " and high[0] == "<= ":
+        return f"{shown(low[1])} to {shown(high[1])}"
+    return " and ".join(f"{sign}{shown(value)}" for sign, value in filter(None, (low, high)))

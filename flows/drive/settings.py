@@ -6,12 +6,12 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from enum import StrEnum
-from typing import Annotated
+from typing import Annotated, Any
 
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from flows.cli_settings import Cli, explained
+from flows.cli_settings import Cli, Limit, explained, lab_form
 from flows.data_refs import checked_data, data_choices
 from methods.errors import InputError
 from models import limits
@@ -31,30 +31,37 @@ _CAMPAIGN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 class DrivePreset(StrEnum):
-    """`data`: nominals, bounds and friction gain from the recording's own scales
-    (`models.drivetrain.scales`); `reference`: the paper's rotary drive units; `emps`: the
-    prismatic EMPS drive, tuned by hand (`models.drivetrain.gp.presets`)."""
+    """data: nominals, bounds and friction gain from the recording's own scales; reference:
+    the paper's rotary drive units; emps: the prismatic EMPS drive, tuned by hand."""
 
     data = "data"
     reference = "reference"
     emps = "emps"
 
 
+def _submodel_choices(schema: dict[str, Any]) -> None:
+    """The Prefect form's choice of submodels (names; the command line also takes codes)."""
+    from models.drivetrain.submodels import Submodel
+
+    schema["items"] = {"type": "string", "enum": [k.value for k in Submodel]}
+
+
 class DriveSearch(BaseModel):
     """Settings of one structure search (the form in the Prefect UI)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=lab_form)
 
     data: Annotated[str | None, Cli(path=True)] = Field(
         None,
         json_schema_extra=data_choices("drive"),
         description="Recording: an ingested one as campaign:NAME@HASH (campaign:NAME: its "
-        "newest), or a CSV/Parquet/EMPS .mat file inside the worker's data root "
-        "(flows/data_refs.py); empty = the paper's reference",
+        "newest), or a CSV/Parquet/EMPS .mat file inside the worker's data root; empty = "
+        "the paper's simulated reference",
     )
     reference_structure: list[str] = Field(
         [str(getattr(k, "value", k)) for k in REFERENCE_STRUCTURE],
-        description="True structure of the simulated reference recording",
+        json_schema_extra=_submodel_choices,
+        description="True structure of the simulated reference recording (no data)",
     )
     noise_percent: float = Field(0.0, ge=0, description="Velocity noise, % of its range")
     reference_seed: int = Field(
@@ -65,7 +72,7 @@ class DriveSearch(BaseModel):
         json_schema_extra=data_choices("drive"),
         description="Recording not used for identification (as data: campaign:NAME@HASH or a "
         "file inside the worker's data root): the identified model is simulated on it open "
-        "loop (greylab drive validate)",
+        "loop; empty = no validation",
     )
     emps_decimate: int = Field(10, ge=1, description="EMPS: keep every k-th sample")
     preset: DrivePreset | None = Field(
@@ -83,40 +90,53 @@ class DriveSearch(BaseModel):
         "error); population and generations left at 10 become 6 and 20, other values and a "
         "test fraction are refused",
     )
-    structure: list[str] = Field(
+    structure: Annotated[list[str], Cli(note="paper codes or names, e.g. 2,5,6,7")] = Field(
         [],
-        description="Identify this structure only, with the evidence, instead of searching "
-        "(greylab drive fit): submodels as paper codes or names, e.g. 2,5,6,7 or "
-        "two_mass,coulomb,viscous,stribeck; empty = search (population and generations are "
-        "not used for a fit)",
+        json_schema_extra=_submodel_choices,
+        description="Identify this structure only, with the evidence, instead of searching: "
+        "its submodels, e.g. two_mass, coulomb, viscous, stribeck; empty = search "
+        "(population and generations are not used for a fit)",
     )
-    rivals: bool = Field(
+    rivals: Annotated[bool, Cli(note="--no-rivals skips them")] = Field(
         True,
         description="Identify the answer's one-step neighbours for the rival table of the "
-        "evidence (its costliest part); false (CLI: --no-rivals) keeps the parameter "
-        "intervals and the residual tests only",
+        "evidence (its costliest part); off keeps the parameter intervals and the residual "
+        "tests only",
     )
-    population: int = Field(10, ge=2, description="Individuals per generation")
-    generations: int = Field(10, ge=1, description="Generations")
+    population: Annotated[int, Limit("GREYLAB_MAX_POPULATION")] = Field(
+        10, ge=2, description="Individuals per generation"
+    )
+    # population x generations is limited too: the form's maximum assumes the smallest population
+    generations: Annotated[int, Limit("GREYLAB_MAX_GP_EVALUATIONS", per=2)] = Field(
+        10,
+        ge=1,
+        description="Generations the search breeds (population x generations "
+        "structures are identified at most)",
+    )
     seed: int = Field(0, ge=0, description="Seed of the search")
     test_fraction: float = Field(0.0, ge=0, lt=0.9, description="Held-out tail for fitness")
-    nominals: Annotated[dict[str, float], Cli(name="nominal")] = Field(
+    nominals: Annotated[
+        dict[str, float], Cli(name="nominal", note="NAME=VALUE, repeat the option")
+    ] = Field(
         {},
-        description="Parameter nominals, name=value (CLI: repeat the option); they replace "
-        "the preset's values and bounds (bounds 50..200 %, gravity +-2|value|)",
+        description='Parameter nominals as JSON, e.g. {"J1": 0.02, "M_C": 0.4}; they replace '
+        "the preset's values and bounds (bounds 50..200 %, gravity +-2|value|); {} = the "
+        "preset's",
     )
     batch_size: int = Field(0, ge=0, description="Individuals per task; 0 = spread over workers")
-    workers: int = Field(2, ge=1, description="Parallel workers")
-    resume: Annotated[bool, Cli(name="cache")] = Field(
+    workers: Annotated[int, Limit("GREYLAB_MAX_WORKERS")] = Field(
+        2, ge=1, description="Parallel workers"
+    )
+    resume: Annotated[bool, Cli(name="cache", note="--no-cache starts over")] = Field(
         True,
         description="Resume from the checkpoint of an identical search (same recording, "
-        "settings and greylab code); false (CLI: --no-cache) starts over",
+        "settings and greylab code); off starts over",
     )
     experiment: str = Field("drive-structure-search", description="MLflow experiment")
-    register_model: bool = Field(
+    register_model: Annotated[bool, Cli(note="--no-register-model skips it")] = Field(
         True,
         description="Log the identified model as an MLflow model and register it as "
-        "drive-CAMPAIGN; false (CLI: --no-register-model) skips that",
+        "drive-CAMPAIGN; off skips that",
     )
     campaign: str | None = Field(
         None,
@@ -159,6 +179,14 @@ class DriveSearch(BaseModel):
     @classmethod
     def _experiment(cls, value: str) -> str:
         return validate_experiment_name(value)
+
+    @field_validator("reference_structure")
+    @classmethod
+    def _reference(cls, value: list[str]) -> list[str]:
+        """Known submodels forming a valid structure: checked here, so that a typo fails
+        the run once with its message instead of in the task that simulates it."""
+        fit_structure(value)
+        return value
 
     @field_validator("structure")
     @classmethod

@@ -13,7 +13,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flows.cli_settings import Cli
+from flows.cli_settings import Cli, lab_form
 from ingestion.names import CAMPAIGN_RULE
 from runtime.settings import load_settings
 
@@ -28,7 +28,7 @@ class IngestSettings(BaseModel):
     campaign (a name) of the files there.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=lab_form)
 
     campaign: str | None = Field(
         None, pattern=CAMPAIGN_PATTERN, description="Only files of this campaign; empty = all"

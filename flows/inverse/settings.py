@@ -12,7 +12,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from flows.cli_settings import Cli, explained
+from flows.cli_settings import Cli, Limit, explained, lab_form
 from methods.dae import Method
 from models import limits
 from tracking.protocol import validate_experiment_name
@@ -33,35 +33,38 @@ def _system_choices(schema: dict[str, Any]) -> None:
 class InverseStudy(BaseModel):
     """Settings of one inverse simulation study (the form in the Prefect UI)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=lab_form)
 
-    systems: Annotated[list[str], Cli(hidden=True)] = Field(
+    systems: Annotated[list[str], Cli(hidden=True), Limit("GREYLAB_MAX_INVERSE_RUNS")] = Field(
         ["planar_crane"],
         min_length=1,
         json_schema_extra=_system_choices,
-        description="Systems (see `greylab inverse list`), simulated in parallel "
-        "(CLI: the SYSTEM argument): built-in names or lab systems the worker allows "
-        "(entry points 'greylab.systems', GREYLAB_ALLOWED_SYSTEMS)",
+        description="Systems simulated in parallel: the built-in ones and the lab's own "
+        "systems this worker allows",
     )
     method: Method = Field(
         Method.EULER, description=explained("Integration method (euler: the paper's)", Method)
     )
     dt: StepSize = Field(1e-3, description="Step size [s]")
     dts: Annotated[list[StepSize] | None, Cli(hidden=True)] = Field(
-        None, description="Several step sizes [s], each simulated in parallel; replaces dt"
+        None,
+        description="Several step sizes [s], each simulated in parallel; replaces dt; "
+        "empty = dt alone",
     )
     t_end: float | None = Field(
         None, gt=0, allow_inf_nan=False, description="End time [s]; empty = the demand's"
     )
-    overrides: Annotated[dict[str, float], Cli(name="set")] = Field(
+    overrides: Annotated[
+        dict[str, float], Cli(name="set", note="NAME=VALUE, repeat the option")
+    ] = Field(
         {},
-        description="Parameter overrides, name=value (CLI: repeat the option): name (every "
-        "system) or system.name (one system)",
+        description="Parameter overrides as JSON: a name for every system or system.name for "
+        'one, e.g. {"planar_crane.m": 8.0}; {} = none',
     )
     demand: Annotated[dict[str, Any] | None, Cli(hidden=True)] = Field(
         None,
-        description="Demand (docs/inverse.md format); empty = each system's default "
-        "(CLI: --demand FILE.yaml)",
+        description='Demand as JSON in the format of docs/inverse.md, e.g. {"t_end": 5.0}; '
+        "empty = each system's default",
     )
     forward_check: Annotated[bool, Cli(name="check")] = Field(
         True, description="Forward check: re-simulate with the computed controls"

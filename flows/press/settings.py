@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from flows.cli_settings import Cli, explained
+from flows.cli_settings import Cli, Limit, explained, lab_form
 from flows.data_refs import checked_data, data_choices
 from methods.press.design.sensors import Criterion
 from methods.press.uncertainty.splits import SplitKind
@@ -25,26 +25,37 @@ class Truth(StrEnum):
     M3 = "M3"
 
 
+def _allowed_models() -> list[str]:
+    from models.registry import BUILTIN, allowed_models
+
+    return [*BUILTIN, *sorted(allowed_models())]
+
+
 def _model_choices(schema: dict[str, Any]) -> None:
     """The Prefect form's multi-select: the built-in models and the plugins this worker
     allows (the schema is made where the deployment is served)."""
-    from models.registry import BUILTIN, allowed_models
-
-    schema["items"] = {"type": "string", "enum": [*BUILTIN, *sorted(allowed_models())]}
+    schema["items"] = {"type": "string", "enum": _allowed_models()}
     schema["uniqueItems"] = True
+
+
+def _design_choices(schema: dict[str, Any]) -> None:
+    """The design model as a choice of the same models (or empty)."""
+    for alternative in schema.get("anyOf", []):
+        if alternative.get("type") == "string":
+            alternative["enum"] = _allowed_models()
 
 
 class PressStudy(BaseModel):
     """Settings of one press model-uncertainty study (the form in the Prefect UI)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=lab_form)
 
     data: Annotated[str | None, Cli(path=True)] = Field(
         None,
         json_schema_extra=data_choices("press"),
         description="Measurement table: ingested data as campaign:NAME (all its files) or "
-        "campaign:NAME@HASH (one file), or a CSV/Parquet file inside the worker's data root "
-        "(flows/data_refs.py); empty = the digital twin",
+        "campaign:NAME@HASH (one file), or a CSV/Parquet file inside the worker's data root; "
+        "empty = the digital twin",
     )
     sensor_sheet: Annotated[str | None, Cli(name="sheet", path=True)] = Field(
         None,
@@ -55,22 +66,28 @@ class PressStudy(BaseModel):
         Truth.M3, description=explained("Friction model of the digital twin (no data)", Truth)
     )
     twin_seed: int = Field(1, ge=0, description="Seed of the digital twin (no data)")
-    models: Annotated[list[str], Cli(name="model", aliases=("--models",))] = Field(
+    models: Annotated[
+        list[str],
+        Cli(name="model", aliases=("--models",),
+            note="repeat the option or separate by commas; --models is the same option; "
+            "plugins: entry points 'greylab.models', GREYLAB_ALLOWED_MODELS"),
+        Limit("GREYLAB_MAX_MODELS"),
+    ] = Field(
         ["M1", "M2", "M3"],
         min_length=1,
         json_schema_extra=_model_choices,
-        description="Candidate models (CLI: --model repeated or comma-separated; --models is the "
-        "same option): built-in names, "
-        "or plugins the worker allows (entry points 'greylab.models', GREYLAB_ALLOWED_MODELS)",
-    )
+        description="Candidate models: the built-in press models M1, M2, M3 and the lab's own "
+        "models this worker allows",
+    )  # fmt: skip
     design_model: str | None = Field(
         None,
-        description="Model the optimal sensor design uses (built-in name or an allowed "
-        "plugin); empty = the candidate with the most parameters (ties: the last listed)",
+        json_schema_extra=_design_choices,
+        description="Model the optimal sensor design uses (one of the allowed models); empty "
+        "= the candidate with the most parameters (ties: the last listed)",
     )
-    n_sensors: Annotated[int | None, Cli(name="sensors", zero_is_none=True)] = Field(
-        2, ge=1, description="Sensors kept by the optimal design; empty (CLI: all or 0) = all"
-    )
+    n_sensors: Annotated[
+        int | None, Cli(name="sensors", zero_is_none=True, note="all or 0 = all")
+    ] = Field(2, ge=1, description="Sensors kept by the optimal design; empty = all")
     max_sensors: int | None = Field(
         None,
         ge=1,
@@ -89,8 +106,8 @@ class PressStudy(BaseModel):
         "subset's own data (slower); off = from the all-sensor fit",
     )
     criterion: Criterion = Field(Criterion.E, description=explained("Design criterion", Criterion))
-    n_tests: Annotated[int, Cli(name="tests")] = Field(
-        50, ge=1, le=100_000, description="Calibration/validation tests per model"
+    n_tests: Annotated[int, Cli(name="tests"), Limit("GREYLAB_MAX_TESTS")] = Field(
+        50, ge=1, description="Calibration/validation tests per model"
     )
     tol: float = Field(0.05, gt=0, lt=1, description="Family-wise significance level")
     split: SplitKind = Field(
@@ -115,15 +132,15 @@ class PressStudy(BaseModel):
     seed: int = Field(0, ge=0, description="Seed of the random splits")
     batch_size: int = Field(25, ge=1, description="Splits per Prefect task")
     experiment: str = Field("press-uncertainty", description="MLflow experiment")
-    cache: bool = Field(
+    cache: Annotated[bool, Cli(note="--no-cache recomputes")] = Field(
         True,
         description="Reuse results of identical steps (same table contents, model code and "
-        "greylab numerics); false (CLI: --no-cache) recomputes every step",
+        "greylab numerics); off recomputes every step",
     )
-    register_model: bool = Field(
+    register_model: Annotated[bool, Cli(note="--no-register-model skips it")] = Field(
         True,
         description="Log every fitted model as an MLflow model and register it as "
-        "press-MODEL, e.g. press-M3 (a new version per study); false (CLI: --no-register-model) skips that",
+        "press-MODEL, e.g. press-M3 (a new version per study); off skips that",
     )
 
     # Flow parameters may come from the dashboard: they name code only through the worker's

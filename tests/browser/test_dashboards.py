@@ -104,6 +104,24 @@ def _choose(page: Any, label: str, value: str) -> None:
     pytest.fail(f"{label}: option {value!r} not reachable")
 
 
+def _refused(page: Any, field_input: Any, typed: str, expected: str, shot: str) -> None:
+    """Type `typed` into a number field (as from the keyboard: Chromium keeps no letters in
+    a number input) and submit: the form stays open and says why (`expected`); then the
+    field gets its default back."""
+    field_input.click()
+    field_input.press("Control+a")
+    field_input.press("Backspace")
+    page.keyboard.type(typed)
+    page.get_by_role("button", name="Submit").click()
+    page.get_by_text(expected).first.wait_for()
+    field_input.scroll_into_view_if_needed()
+    _shot(page, shot)
+    assert page.url.endswith("/run"), page.url  # still on the form: nothing submitted
+    field_input.press("Control+a")
+    field_input.press("Backspace")
+    page.keyboard.type("50")
+
+
 def _shot(page: Any, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
@@ -147,7 +165,15 @@ def test_a_rerun_from_the_prefect_ui_shows_its_verdict_and_opens_mlflow(stack) -
             page.wait_for_load_state("networkidle")
             n_tests = _field(page, "N Tests").locator("input")
             assert n_tests.input_value() == "50"
+            _field(page, "N Tests").get_by_text("(range: 1 to 10,000)").wait_for()
             _shot(page, "1-custom-run-form")
+            # 1b. text typed into a number field is refused, not run as the default; a number
+            # above the worker's limit is refused before submit (no run is created: the only
+            # run of the deployment below is the valid submission)
+            _refused(page, n_tests, "abc", "'n_tests' is a required property",
+                     "1b-text-in-a-number-field")  # fmt: skip
+            _refused(page, n_tests, "50000", "50000 is greater than the maximum of 10000",
+                     "1c-above-the-workers-limit")  # fmt: skip
             # 2. change the settings as a lab user would: fewer tests, series splits
             n_tests.fill("6")
             _choose(page, "Split", "series")

@@ -119,3 +119,99 @@ def test_the_form_has_the_papers_switch(name: str) -> None:
     assert prop["type"] == "boolean" and prop["default"] is False
     assert parameter["default"]["paper"] is False
     assert "paper" in prop["description"] and "docs/methods.md §" in prop["description"]
+
+
+@pytest.mark.parametrize("name", FLOWS)
+def test_numbers_and_choices_cannot_be_left_empty_in_the_form(name: str) -> None:
+    """Text typed into a number field leaves it empty and the form drops it (seen in the
+    browser: the submitted study lacks the key, so the default ran). Checked with Prefect's
+    own validator, as the form and the server call it: a form submission (every field, as the
+    form sends them) that lacks a field that cannot be empty is refused at that field; an API
+    caller's partial settings pass (the flow fills in the defaults). Optional fields (empty
+    means something, said in the description) may be empty."""
+    from prefect.utilities.schema_tools.validation import build_error_obj, validate
+
+    schema = _schema(name)
+    parameter, model = _settings(schema)
+    (key,) = schema["properties"]  # the flow's one parameter: its settings model
+    form = dict(parameter["default"])  # what the form sends untouched
+    assert validate({key: form}, schema, preprocess=False) == []
+    for field, prop in model["properties"].items():
+        nullable = any(p.get("type") == "null" for p in prop.get("anyOf", []))
+        if nullable:
+            assert "empty" in prop["description"], f"{name}.{field}: what empty means"
+            continue
+        if prop.get("type") == "boolean":
+            continue  # a checkbox always has a value
+        errors = validate({key: {k: v for k, v in form.items() if k != field}}, schema,
+                          preprocess=False)  # fmt: skip
+        assert errors, f"{name}.{field}: left empty, the form would run the default"
+        assert build_error_obj(errors)["errors"][0]["errors"][0]["property"] == field
+    some = {"experiment": "api-caller"}  # an API caller's partial settings
+    assert validate({key: some}, schema, raise_on_error=False) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "field", "key", "variable", "per"),
+    [("press", "n_tests", "maximum", "GREYLAB_MAX_TESTS", 1),
+     ("press", "models", "maxItems", "GREYLAB_MAX_MODELS", 1),
+     ("drive", "population", "maximum", "GREYLAB_MAX_POPULATION", 1),
+     ("drive", "generations", "maximum", "GREYLAB_MAX_GP_EVALUATIONS", 2),
+     ("drive", "workers", "maximum", "GREYLAB_MAX_WORKERS", 1),
+     ("inverse", "systems", "maxItems", "GREYLAB_MAX_INVERSE_RUNS", 1)],
+)  # fmt: skip
+def test_form_maxima_are_the_workers_limits(monkeypatch, name, field, key, variable, per) -> None:
+    """Read when the schema is built (where the deployment is served): a worker with a
+    lower limit offers a lower maximum, and the description shows the range."""
+    from models.limits import limit
+
+    _, model = _settings(_schema(name))
+    assert model["properties"][field][key] == limit(variable) // per  # the default limit
+    monkeypatch.setenv(variable, "14")
+    _, model = _settings(_schema(name))
+    assert model["properties"][field][key] == 14 // per
+    if key == "maximum":
+        assert f"to {14 // per})" in model["properties"][field]["description"]
+
+
+@pytest.mark.parametrize("name", FLOWS)
+def test_descriptions_speak_the_labs_words(name: str) -> None:
+    """No command-line flag, environment variable, module path or Python class name in the
+    form; JSON fields say so with an example."""
+    import json
+    import re
+
+    schema = _schema(name)
+    _, model = _settings(schema)
+    for field, prop in model["properties"].items():
+        text = prop["description"]
+        assert not re.search(r"(^|\s|\()--[a-z]", text), f"{name}.{field}: a flag in {text!r}"
+        assert "GREYLAB_" not in text and "CLI" not in text, f"{name}.{field}: {text!r}"
+        assert not re.search(r"\w+/\w+\.py|\bflows\.|\bmodels\.", text), f"{name}.{field}"
+        assert not re.search(r"\b[A-Z][a-z]+[A-Z]\w+\b", text), f"{name}.{field}: {text!r}"
+        if prop.get("type") == "object" or any(p.get("type") == "object"
+                                               for p in prop.get("anyOf", [])):  # fmt: skip
+            example = re.search(r"e\.g\. (\{.*?\})", text)
+            assert "JSON" in text and example, f"{name}.{field}: say JSON, with an example"
+            json.loads(example.group(1))
+    assert "DrivePreset" not in json.dumps(model) and "$ref" not in json.dumps(model)
+
+
+def test_design_model_and_submodels_are_choices(monkeypatch) -> None:
+    monkeypatch.setenv("GREYLAB_ALLOWED_MODELS", "labmodels.spring:Spring")
+    _, press = _settings(_schema("press"))
+    (choice,) = [p for p in press["properties"]["design_model"]["anyOf"] if "enum" in p]
+    assert choice["enum"] == ["M1", "M2", "M3", "labmodels.spring:Spring"]
+    _, drive = _settings(_schema("drive"))
+    for field in ("structure", "reference_structure"):
+        assert "two_mass" in drive["properties"][field]["items"]["enum"]
+
+
+def test_a_wrong_reference_submodel_is_refused_by_the_settings() -> None:
+    """Before any task: the flow run fails once with the message (a task would retry it)."""
+    from pydantic import ValidationError
+
+    from flows.drive.settings import DriveSearch
+
+    with pytest.raises(ValidationError, match="element 2 'colomb': not a submodel"):
+        DriveSearch(reference_structure=["one_mass", "colomb"])
