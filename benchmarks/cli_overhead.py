@@ -15,8 +15,10 @@ same run, ``GREYLAB_SERVER_IDLE=0`` (a temporary server per command, as before i
 The breakdown comes from one instrumented run per mode (``breakdown``): the CLI runs inside a
 wrapper that timestamps interpreter start, the entry of ``flows.runners.run_flow`` (imports,
 argument parsing, input checks), the server start (``runtime.local_server.ensure_server`` or
-Prefect's ``SubprocessASGIServer.start``), the time inside the MLflow adapter and the recorder's
-figures (tracking: outermost calls only), the flow's return and the process exit.
+Prefect's ``SubprocessASGIServer.start``), the wall time inside tracking (every public method
+and constructor of ``tracking.mlflow_tracker.Tracker``, the ``tracking.recorder`` classes and the
+press and drive recorders, outermost calls only: MLflow imported by the tracker, figures built
+and saved, models registered), the answer printed, the flow's return and the process exit.
 
 Run: ``PYTHONPATH=. .venv/bin/python benchmarks/cli_overhead.py [--repeats 1] [--skip-drive]``
 """
@@ -104,11 +106,18 @@ def run_flow(*a, **k):
     if not R.SHARE_SERVER or not L.idle_seconds():
         from prefect.server.api.server import SubprocessASGIServer as S
         S.start = timed("server", S.start)
+    import importlib, inspect
     import tracking.mlflow_tracker as M, tracking.recorder as REC
-    for name in [n for n in vars(M.Tracker) if not n.startswith("_")]:
-        setattr(M.Tracker, name, timed("tracking", getattr(M.Tracker, name)))
-    if hasattr(REC.Recorder, "figure"):
-        REC.Recorder.figure = timed("tracking", REC.Recorder.figure)
+    for module in ("tracking.mlflow_tracker", "tracking.recorder", "tasks.press.records",
+                   "tasks.drive.records"):
+        mod = importlib.import_module(module)
+        for cls in [c for c in vars(mod).values() if inspect.isclass(c)
+                    and c.__module__ == module and (issubclass(c, (REC.Recorder, REC.Run))
+                                                    or c is M.Tracker)]:
+            for name, fn in list(vars(cls).items()):
+                if inspect.isfunction(fn) and (not name.startswith("_") or name == "__init__"
+                                               or name == "_register"):
+                    setattr(cls, name, timed("tracking", fn))
     try:
         return real_run_flow(*a, **k)
     finally:
