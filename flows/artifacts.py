@@ -12,6 +12,53 @@ class Renders(Protocol):
     def headline(self) -> str: ...
 
 
+def summary_markdown(result: Renders) -> str:
+    """The answer at a glance: `result.summary()` where the result has one, else its headline
+    and warnings (the full result is its own artifact)."""
+    own = getattr(result, "summary", None)
+    if callable(own):
+        return str(own())
+    from tracking.markdown import cell
+
+    lines = [f"# {cell(result.headline())}", ""]
+    lines += [f"**Warning:** {cell(w)}" for w in getattr(result, "warnings", ()) or ()]
+    return "\n".join(lines)
+
+
+def log_warnings(result: Renders) -> None:
+    """Each of the result's warnings as a WARNING of the flow run's log (the run page's
+    logs filter on it), not only as a line of the artifact."""
+    warnings = getattr(result, "warnings", ()) or ()
+    if not warnings:
+        return
+    from prefect.context import FlowRunContext
+    from prefect.logging import get_run_logger
+
+    logger = get_run_logger() if FlowRunContext.get() else logging.getLogger("greylab")
+    for warning in warnings:
+        logger.warning("%s", warning)
+
+
+def rename_flow_run(name: str) -> str | None:
+    """Name the current Prefect flow run after its outcome (as the MLflow run is named), so
+    the runs list says the answer instead of a random name; returns the name given (None
+    outside a flow run or when the API refuses: the study's answer stands)."""
+    from prefect.client.orchestration import get_client
+    from prefect.context import FlowRunContext
+
+    context = FlowRunContext.get()
+    if context is None or context.flow_run is None:
+        return None
+    name = " ".join(name.split())[:120]
+    try:
+        with get_client(sync_client=True) as client:
+            client.update_flow_run(context.flow_run.id, name=name)
+    except Exception as exc:
+        logging.getLogger("greylab").warning("flow run not renamed: %s", exc)
+        return None
+    return name
+
+
 def publish_result(result: Renders, key: str, description: str) -> None:
     """Attach `result.markdown()` to the current flow run under `key` (lower-case letters,
     digits and dashes). Outside a flow run there is no run page: nothing is published."""
@@ -48,16 +95,38 @@ def flow_run_tags() -> dict[str, str]:
 
 
 def finish(result: Renders, key: str, description: str, recorder: Any = None) -> Any:
-    """End a study flow run: the result as a Markdown artifact on the Prefect run page, the
-    MLflow parent run named after the outcome with the same Markdown as its description
-    (when the study tracked one), and a Completed state whose message is the outcome in one
-    line (`result.headline()`) and whose data is the typed result (persisted as JSON)."""
+    """End a study flow run: its warnings logged as WARNING, the Prefect flow run renamed
+    after the outcome (`result.headline()`), a short summary artifact (`<study>-summary`:
+    the answer at a glance, narrow enough for a laptop) and the full result as a Markdown
+    artifact (`key`) on the run page, the MLflow parent run named after the outcome with the
+    full Markdown as its description (when the study tracked one) and tagged with the new
+    flow run name, and a Completed state whose message is the headline and whose data is the
+    typed result (persisted as JSON)."""
     from prefect.states import Completed
 
+    log_warnings(result)
+    renamed = rename_flow_run(result.headline())
+    summary = key.removesuffix("-result") + "-summary"
+    publish_result(_Summary(result), summary, f"{description}: the answer at a glance")
     publish_result(result, key, description)
     if recorder is not None and recorder.parent is not None:
         try:
             recorder.outcome(recorder.run, result.headline(), result.markdown())
+            if renamed:
+                recorder.run.tags({"prefect.flow_run_name": renamed})
         except Exception as exc:  # a name and a note never cost the study its answer
             logging.getLogger("greylab").warning("MLflow run not named: %s", exc)
     return Completed(message=result.headline()[:500], data=result)
+
+
+class _Summary:
+    """A result's summary as something `publish_result` renders."""
+
+    def __init__(self, result: Renders) -> None:
+        self.result = result
+
+    def markdown(self) -> str:
+        return summary_markdown(self.result)
+
+    def headline(self) -> str:
+        return self.result.headline()

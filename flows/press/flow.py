@@ -17,7 +17,7 @@ from flows.runners import RunnerKind, run_flow
 from tasks.cache import CacheUse, cached
 from tasks.press import tasks as press_tasks
 from tasks.press.records import PressRecorder
-from tasks.press.result import ModelVerdict, PressResult
+from tasks.press.result import ModelVerdict, PressResult, verdict_word
 
 #: the Prefect form's defaults (a complete form, not an optional one collapsed to None)
 DEFAULT_STUDY = PressStudy()
@@ -176,7 +176,7 @@ def _fit_and_test(
 def _verdict(model: str, fit: Any, detection: Any, run_id: str, model_uri: str) -> ModelVerdict:
     return ModelVerdict(
         model=model,
-        verdict=detection.verdict,
+        verdict=verdict_word(bool(detection.rejected), bool(detection.inconclusive)),
         rejected=bool(detection.rejected),
         n_rejections=int(detection.n_rejections),
         n_failed=int(detection.n_failed),

@@ -7,7 +7,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tracking.markdown import cell, markdown_table, run_ref
+from tracking.markdown import Link, cell, markdown_table, run_ref
 
 
 @dataclass(frozen=True)
@@ -62,6 +62,17 @@ class DriveResult:
         if "position" in self.validation:
             line += f", validation position R^2 {self.validation['position']['r2']:.4f}"
         return line
+
+    def summary(self) -> str:
+        """The answer at a glance for the run page: the outcome, the structure, fitness and
+        RSS with a link labelled "run" to the MLflow run (the full result: `markdown()`)."""
+        link = self._link(self.run_id)
+        run = Link("run", link.url) if isinstance(link, Link) else (self.run_id[:8] or "-")
+        return "\n".join([
+            f"# drive: {cell(self.headline())}", "",
+            f"{cell(', '.join(self.best_structure))}: fitness {cell(self.fitness)}, "
+            f"RSS {cell(self.rss)}; MLflow {cell(run)}; details: the drive-result artifact",
+        ])  # fmt: skip
 
     def markdown(self) -> str:
         """The best structure and its parameters for the Prefect run page."""

@@ -142,3 +142,67 @@ def test_run_ids_link_to_the_mlflow_server(monkeypatch: pytest.MonkeyPatch) -> N
     assert hostile == r"[x\) \[a\]\(b](http://h/#/runs/x%29%20%5Ba%5D%28javascript:b)"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:///m.db")  # no web UI: plain ids
     assert "| run-1 |" in _press().markdown()
+
+
+def _rendered_width(line: str) -> int:
+    """What a Markdown table row shows: link text instead of `[text](url)`, no escapes."""
+    return len(re.sub(r"\\(.)", r"\1", re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", line)))
+
+
+def test_the_summary_is_the_answer_at_a_glance(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Narrow enough for a laptop with real 32-character run ids (links are short labels),
+    the warning above the table, the one verdict vocabulary ("rejected", as the headline,
+    the MLflow run names and `greylab compare`)."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow.lab:5000")
+    ids = ["0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"]
+    verdicts = tuple(
+        ModelVerdict(m, "rejected" if rejected else "passes", rejected, 7 if rejected else 0,
+                     0, False, 1e-9 if rejected else 0.31, 0.001, {"k5": 120.0}, {"k5": 0.5},
+                     run_id, f"models:/press-{m}/12")
+        for m, rejected, run_id in (("M1", True, ids[0]), ("M3", False, ids[1]))
+    )  # fmt: skip
+    result = PressResult("a" * 64, ["D_vertical", "D_horizontal"], {}, {}, verdicts,
+                         ("series split: ran 7 of the 50 asked for",), {}, "c" * 32, "ui",
+                         experiment_id="3")  # fmt: skip
+    text = result.summary()
+    lines = text.splitlines()
+    assert lines[0] == "# press: M1 rejected; M3 passes" == "# " + result.headline()
+    table = [line for line in lines if line.startswith("|")]
+    warning = lines.index("**Warning:** series split: ran 7 of the 50 asked for")
+    assert warning < lines.index(table[0])  # seen before the table, not on the last line
+    assert "| M1 | rejected |" in text and "| M3 | passes |" in text
+    assert "detected" not in text and "detected" not in result.markdown()
+    assert max(_rendered_width(line) for line in lines) <= 100, text  # a laptop's width
+    assert ids[0] not in re.sub(r"\([^)]*\)", "", text)  # ids only inside the link targets
+    assert f"/#/experiments/3/runs/{ids[0]}?workflowType=machine_learning" in text
+    assert "press-M1 v12" in text
+
+
+def test_press_flow_run_is_named_after_its_outcome_and_logs_its_warning(
+    private_prefect: None,
+) -> None:
+    """A real flow run (ephemeral Prefect): a series split with fewer series than tests asked
+    for warns; the run's name is the headline, the warning a WARNING log record and a line
+    of the summary artifact."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey, LogFilter
+
+    from flows.press.flow import PressStudy, run_press_study
+
+    study = PressStudy(models=["M3"], n_tests=30, split="series", batch_size=30, cache=False)
+    result = run_press_study(study)
+    (warning,) = [w for w in result.warnings if "asked for" in w]
+
+    async def read() -> tuple[Any, Any, Any]:
+        async with get_client() as client:
+            (summary,) = await client.read_latest_artifacts(
+                artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["press-summary"]))
+            )
+            run = await client.read_flow_run(summary.flow_run_id)
+            logs = await client.read_logs(LogFilter(flow_run_id={"any_": [run.id]}))
+            return summary, run, logs
+
+    summary, run, logs = asyncio.run(read())
+    assert run.name == result.headline() == run.state.message
+    assert summary.data == result.summary() and warning in summary.data
+    assert any(r.level == 30 and warning in r.message for r in logs)  # logging.WARNING
