@@ -217,6 +217,20 @@ class Tracker:
         )  # fmt: skip
         return str(version.version)
 
+    def find_model_version(self, name: str, tag: str, value: str) -> str | None:
+        """The newest version of `name` whose tag `tag` is `value` (None: none, or no such
+        registered model)."""
+        if not re.fullmatch(r"[A-Za-z0-9._-]+", tag) or not re.fullmatch(r"[0-9a-f]+", value):
+            return None
+        safe = name.replace("'", "")
+        found = self.client.search_model_versions(f"name = '{safe}' and tags.`{tag}` = '{value}'")
+        versions = sorted(int(v.version) for v in found if v.name == name)
+        return str(versions[-1]) if versions else None
+
+    def set_model_alias(self, name: str, alias: str, version: str) -> None:
+        """Point `alias` of registered model `name` at `version` (moved from any other)."""
+        self.client.set_registered_model_alias(name, alias, version)
+
     def set_model_version_tags(
         self, name: str, version: str, tags: Mapping[str, Any], *, replace_prefix: str = ""
     ) -> None:
@@ -240,6 +254,8 @@ class Tracker:
     def ui_hint(self) -> str:
         uri = self.settings.tracking_uri
         if uri.startswith(("sqlite:", "file:")):
-            return (f"python -m deployments.mlflow_ui server --backend-store-uri {uri} --port 5000"
-                    "  (then http://127.0.0.1:5000)")
+            return (
+                f"python -m deployments.mlflow_ui server --backend-store-uri {uri} --port 5000"
+                "  (then http://127.0.0.1:5000)"
+            )
         return f"open {uri} in a browser"

@@ -8,6 +8,7 @@ hysteresis figures.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -134,8 +135,10 @@ class PressRecorder(Recorder):
             run, spec, name=registered_name("press", model), input_example=example,
             tags={"greylab.verdict": verdict, "greylab.model": model,
                   "greylab.sensors": ",".join(fit.sensors)},
-            description=f"press model {model} calibrated by weighted least squares "
-            "(greylab press detect): displacement and its standard deviation per sensor",
+            description=f"**{verdict}** by the study of run {run.id}. Press model {model} "
+            "calibrated by weighted least squares (greylab press detect): displacement and its "
+            "standard deviation per sensor",
+            accepted=verdict == "passes",
         )  # fmt: skip
         return registered["uri"]
 
@@ -144,7 +147,15 @@ class PressRecorder(Recorder):
             [{k: v for k, v in row.items() if not isinstance(v, dict)} for row in verdicts]
         )
         self.run.table(frame, "verdicts.csv")
-        self.run.metrics({"n_models_rejected": float(frame["rejected"].sum())})
+        # per model on the parent too: MLflow's comparison of parent runs shows the verdicts
+        per_model: dict[str, float] = {}
+        for row in verdicts:
+            model = re.sub(r"[^A-Za-z0-9_.-]", ".", str(row["model"]))  # a metric key
+            per_model[f"{model}.rejected"] = float(bool(row["rejected"]))
+            for key in ("inconclusive", "n_rejections", "min_alpha"):
+                if key in row:
+                    per_model[f"{model}.{key}"] = float(row[key])
+        self.run.metrics({"n_models_rejected": float(frame["rejected"].sum())} | per_model)
 
 
 def _model_metrics(fit: Any, detection: Any) -> dict[str, float]:

@@ -122,6 +122,47 @@ def _refused(page: Any, field_input: Any, typed: str, expected: str, shot: str) 
     page.keyboard.type("50")
 
 
+def _summary_at_a_laptops_width(page: Any, ui: str, api: str, flow_run_id: str,
+                                artifacts: list[dict[str, Any]]) -> None:  # fmt: skip
+    """The summary artifact at 1280 px: the warning above the verdicts, no table cut at the
+    right edge, the one verdict vocabulary; the warning is also a WARNING log record."""
+    (summary,) = [a for a in artifacts if a["key"] == "press-summary"]
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.goto(f"{ui}/artifacts/artifact/{summary['id']}")
+    page.wait_for_load_state("networkidle")
+    page.get_by_text("asked for").first.wait_for()  # the warning, above the table
+    table = page.locator("table").first
+    table.get_by_text(re.compile(r"^(passes|rejected|inconclusive)$")).first.wait_for()
+    assert "detected" not in page.inner_text("body")  # one verdict vocabulary
+    box = table.bounding_box()
+    assert box and box["x"] + box["width"] <= 1280, box  # not cut at the right edge
+    _shot(page, "4b-summary-at-1280px")
+    logs = _post(f"{api}/logs/filter", {"logs": {"flow_run_id": {"any_": [flow_run_id]},
+                                                 "level": {"ge_": 30}}})  # fmt: skip
+    assert any("asked for" in record["message"] for record in logs)
+    page.set_viewport_size({"width": 1400, "height": 1000})
+
+
+def _registry(page: Any, mlflow: str, headline: str) -> None:
+    """The registered models after the run: each model that passed is its name's `champion`
+    (a rejected one would not be), the version's description leads with the verdict, and
+    the parent run carries every model's verdict as a metric (MLflow's compare of parents)."""
+    passed = re.findall(r"(M\d)", headline.split("pass")[0]) if "pass" in headline else []
+    assert passed, headline
+    for model in passed:
+        registered = _get(f"{mlflow}/api/2.0/mlflow/registered-models/get?name=press-{model}")
+        aliases = {
+            a["alias"]: a["version"] for a in registered["registered_model"].get("aliases", [])
+        }
+        assert "champion" in aliases, registered
+        version = _get(f"{mlflow}/api/2.0/mlflow/model-versions/get?name=press-{model}"
+                       f"&version={aliases['champion']}")  # fmt: skip
+        assert version["model_version"]["description"].startswith("**passes**")
+    page.goto(f"{mlflow}/#/models/press-{passed[0]}")
+    page.get_by_text("champion").first.wait_for()
+    _shot(page, "8-registry-champion")
+
+
 def _shot(page: Any, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
@@ -175,7 +216,7 @@ def test_a_rerun_from_the_prefect_ui_shows_its_verdict_and_opens_mlflow(stack) -
             _refused(page, n_tests, "50000", "50000 is greater than the maximum of 10000",
                      "1c-above-the-workers-limit")  # fmt: skip
             # 2. change the settings as a lab user would: fewer tests, series splits
-            n_tests.fill("6")
+            n_tests.fill("30")  # more than the twin's 20 distinct series splits: a warning
             _choose(page, "Split", "series")
             _shot(page, "2-changed-settings")
             page.get_by_role("button", name="Submit").click()
@@ -184,17 +225,19 @@ def test_a_rerun_from_the_prefect_ui_shows_its_verdict_and_opens_mlflow(stack) -
             flow_run_id = _submitted_run(api, stack["deployment"])
             run = _wait_for_run(api, flow_run_id)
             assert run["state"]["type"] == "COMPLETED", Path(stack["log"]).read_text()[-3000:]
-            assert run["parameters"]["study"]["n_tests"] == 6
+            assert run["parameters"]["study"]["n_tests"] == 30
             assert run["parameters"]["study"]["split"] == "series"
             # 3. the run page says the outcome and shows the verdict table with MLflow links
             headline = run["state"]["message"]
             assert headline.startswith("press: ") and "M3" in headline
+            assert run["name"] == headline  # the runs list says the answer
             page.goto(f"{ui}/runs/flow-run/{flow_run_id}?tab=Artifacts")
             page.wait_for_load_state("networkidle")
             page.get_by_text(headline).first.wait_for()
             _shot(page, "4-run-page")
             artifacts = _post(f"{api}/artifacts/filter",
                               {"artifacts": {"flow_run_id": {"any_": [flow_run_id]}}})  # fmt: skip
+            _summary_at_a_laptops_width(page, ui, api, flow_run_id, artifacts)
             (verdicts,) = [a for a in artifacts if a["key"] == "press-result"]
             page.goto(f"{ui}/artifacts/artifact/{verdicts['id']}")
             page.wait_for_load_state("networkidle")
@@ -218,6 +261,7 @@ def test_a_rerun_from_the_prefect_ui_shows_its_verdict_and_opens_mlflow(stack) -
             page.get_by_role("tab", name="Artifacts").click()
             page.get_by_text("figures").first.wait_for()
             _shot(page, "7-mlflow-artifacts")
+            _registry(page, stack["mlflow"], headline)
         finally:
             _shot(page, "last")
             browser.close()

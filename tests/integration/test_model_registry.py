@@ -228,3 +228,47 @@ def test_the_readme_use_a_model_block_runs_as_written(
     assert len(simulated) == len(namespace["recording"])
     predicted = namespace["press"].predict(namespace["scenario"])
     assert set(predicted["sensor"]) == {"D_vertical", "F_horizontal", "B0_vertical"}
+
+
+def test_a_rerun_reuses_its_version_and_only_an_accepted_model_is_champion(
+    registry: dict[str, Any],
+) -> None:
+    """On the real MLflow server: registering the same model, data and verdict again (a cached
+    rerun) gives the same version, not a new one; `champion` points at the newest accepted
+    version of the name and never at a rejected one."""
+    from products.register import register
+
+    tracker = registry["tracker"]
+    client = tracker.client
+    name = "drive-alias.test"
+    base = registry["drive"]["model"].to_dict()
+    parameters = dict(base["parameters"])
+
+    def registered(parameters: dict[str, float], verdict: str) -> dict[str, Any]:
+        from tracking.recorder import Recorder
+
+        spec = {"kind": "drive", "model": {**base, "parameters": parameters}}
+        recorder = type("AliasRecorder", (Recorder,), {"study": "products"})("alias", tracker)
+        with recorder.session({"what": verdict}):
+            return register(recorder,
+                recorder.run, spec, name=name, input_example=registry["drive"]["recording"].head(50),
+                tags={"greylab.verdict": verdict}, description=f"**{verdict}**",
+                accepted=verdict == "passes",
+            )  # fmt: skip
+
+    first = registered(parameters, "passes")
+    again = registered(parameters, "passes")
+    assert (first["version"], again["version"]) == ("1", "1")
+    assert (first["reused"], again["reused"]) == ("", "1")
+    assert len(client.search_model_versions(f"name = '{name}'")) == 1
+    assert str(client.get_model_version_by_alias(name, "champion").version) == "1"
+    key = next(iter(parameters))
+    worse = {**parameters, key: 2 * parameters[key]}
+    assert registered(worse, "rejected")["version"] == "2"
+    assert str(client.get_model_version_by_alias(name, "champion").version) == "1"  # not rejected
+    assert client.get_model_version(name, "2").description == "**rejected**"
+    better = {**parameters, key: 1.01 * parameters[key]}
+    assert registered(better, "passes")["version"] == "3"
+    assert {k: str(v) for k, v in client.get_registered_model(name).aliases.items()} == {
+        "champion": "3"
+    }  # the current one

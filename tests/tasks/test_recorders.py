@@ -110,7 +110,10 @@ def test_press_recorder(press: dict[str, Any]) -> None:
     table = press["report"].table
     assert parent.metrics == {
         f"normality.p.{s}": [(0, float(p))] for s, p in zip(table["sensor"], table["p_value"])
-    } | {"n_models_rejected": [(0, float(sum(d.rejected for d in press["detections"].values())))]}
+    } | {
+        "n_models_rejected": [(0, float(sum(d.rejected for d in press["detections"].values())))]
+    } | {f"{m}.rejected": [(0, float(d.rejected))] for m, d in press["detections"].items()}
+    # (per model on the parent: MLflow's comparison of parent runs shows every verdict)
     assert set(parent.artifacts) == {"normality.json", "design.json", "design.csv",
                                      "figures/design.png", "figures/design_curve.png",
                                      "cache.json", "verdicts.csv"}  # fmt: skip
