@@ -182,9 +182,18 @@ def idle_app() -> Any:
     async def counted(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] not in ("http", "websocket"):
             return await app(scope, receive, send)
+
+        async def heard() -> Any:  # every message in or out is activity
+            _activity["last"] = time.monotonic()
+            return await receive()
+
+        async def said(message: Any) -> None:
+            _activity["last"] = time.monotonic()
+            await send(message)
+
         _activity["open"] += 1
         try:
-            await app(scope, receive, send)
+            await app(scope, heard, said)
         finally:
             _activity["open"] -= 1
             _activity["last"] = time.monotonic()
@@ -192,11 +201,22 @@ def idle_app() -> Any:
     return counted
 
 
+#: silence after which the shared server stops even with connections open (a client that was
+#: stopped or hangs while holding its events websocket)
+SILENT_MAX_S = 3600.0
+
+
+def should_stop(open_connections: float, silent_s: float, idle: float) -> bool:
+    """Stop after `idle` seconds without a message and without an open request or connection,
+    or after `max(idle, SILENT_MAX_S)` seconds without any message at all."""
+    return silent_s > max(idle, SILENT_MAX_S) or (open_connections <= 0 and silent_s > idle)
+
+
 def _idle_watch(idle: float) -> None:
-    """End this server after `idle` seconds without an open request or connection."""
+    """End this server when `should_stop` says so."""
     while True:
         time.sleep(min(1.0, max(idle / 4, 0.05)))
-        if _activity["open"] <= 0 and time.monotonic() - _activity["last"] > idle:
+        if should_stop(_activity["open"], time.monotonic() - _activity["last"], idle):
             os.kill(os.getpid(), signal.SIGTERM)  # uvicorn shuts down on SIGTERM
             time.sleep(10)
             os._exit(1)

@@ -149,3 +149,16 @@ def test_a_bad_idle_time_is_an_input_error_naming_the_variable(raw: str) -> None
 def test_idle_time_default_and_zero() -> None:
     assert local_server.idle_seconds({}) == local_server.DEFAULT_IDLE_S
     assert local_server.idle_seconds({"GREYLAB_SERVER_IDLE": "0"}) == 0.0
+
+
+def test_when_the_shared_server_stops() -> None:
+    """Idle (no open connection, no message for `idle` s) stops it; an open connection keeps
+    it, but never beyond an hour of silence (a stopped client holding its websocket)."""
+    from flows.server_guard import SILENT_MAX_S, should_stop
+
+    assert not should_stop(0, 119.0, 120.0)
+    assert should_stop(0, 121.0, 120.0)
+    assert not should_stop(1, 121.0, 120.0)  # a flow run is connected
+    assert not should_stop(1, SILENT_MAX_S - 1, 120.0)
+    assert should_stop(1, SILENT_MAX_S + 1, 120.0)
+    assert not should_stop(1, 2 * SILENT_MAX_S - 1, 2 * SILENT_MAX_S)  # a longer idle wins
