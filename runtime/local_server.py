@@ -12,9 +12,15 @@ one local server per `PREFECT_HOME`:
   only when that pid runs `flows.server_guard` and `/api/health` answers within a second;
 - started or checked under the file lock `$PREFECT_HOME/local-server.lock` (two commands at
   once start one server);
-- stopping itself after `GREYLAB_SERVER_IDLE` seconds (default 120) without a request or an open
-  connection (`flows.server_guard.idle_app`): a server outlives the command that started it by
-  that much at most, also when the command was killed; `greylab server stop` stops it now.
+- stopping itself after `GREYLAB_SERVER_IDLE` seconds (default 120) without a message and
+  without an open request or connection, and after an hour without any message even with one
+  open (`flows.server_guard.should_stop`): a server outlives the command that started it by that
+  much at most, also when the command was killed; `greylab server stop` stops it now.
+
+It listens on 127.0.0.1 without authentication, as Prefect's temporary server does, but for up
+to the idle time after a command instead of during it: other local users of the machine can
+reach it meanwhile (set `GREYLAB_SERVER_IDLE=0` where that matters). A server started by an
+older greylab keeps serving until it idles out or `greylab server stop`.
 
 `GREYLAB_SERVER_IDLE=0` restores a temporary server per command (dies with it, even on
 SIGKILL); a set `PREFECT_API_URL` (a real server) is used as is. Standard library only.
