@@ -13,3 +13,7 @@ os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "120")
 # the confinement of dashboard data paths (flows/data_refs.py) is tested on its own, with this
 # unset (tests/hostile/test_dashboard_data.py).
 os.environ.setdefault("GREYLAB_ALLOWED_DATA_ROOTS", os.sep)
+# Each CLI call of the suite gets its own temporary Prefect server that ends with it: the
+# shared local server (runtime/local_server.py) would outlive every temporary GREYLAB_HOME for
+# its idle time; its own tests set the variable themselves.
+os.environ.setdefault("GREYLAB_SERVER_IDLE", "0")
