@@ -208,9 +208,16 @@ class ValidationRecorder(Recorder):
             if key in values
         }
         tags |= {"validation.run_id": run_id, "validation.data_hash": outcome.data_hash}
+        r2 = ", ".join(f"{k.removeprefix('validation.').removesuffix('.r2')} {v}"
+                       for k, v in tags.items() if k.endswith(".r2"))  # fmt: skip
+        section = (f"Validation: R^2 {r2 or '-'} on data {outcome.data_hash[:12]} "
+                   f"(run {run_id}; every metric in the tags validation.*)")  # fmt: skip
+        describe = getattr(self.tracker, "describe_model_version", None)
         tagged = []
         for name, version in self.tracker.model_versions(outcome.model_run_id):
             self.tracker.set_model_version_tags(name, version, tags, replace_prefix="validation.")
+            if callable(describe):  # the version page shows it above the fold
+                describe(name, version, section)
             tagged.append(f"{name}/{version}")
         return tagged
 

@@ -227,6 +227,15 @@ class Tracker:
         versions = sorted(int(v.version) for v in found if v.name == name)
         return str(versions[-1]) if versions else None
 
+    def describe_model_version(self, name: str, version: str, section: str) -> None:
+        """Put `section` (a paragraph starting with its title, e.g. "Validation: ...") into the
+        version's description: it replaces an older paragraph of that title, the rest (the
+        verdict first) stays."""
+        title = section.split(":", 1)[0] + ":"
+        current = self.client.get_model_version(name, version).description or ""
+        kept = [p for p in current.split("\n\n") if p and not p.startswith(title)]
+        self.client.update_model_version(name, version, description="\n\n".join([*kept, section]))
+
     def set_model_alias(self, name: str, alias: str, version: str) -> None:
         """Point `alias` of registered model `name` at `version` (moved from any other)."""
         self.client.set_registered_model_alias(name, alias, version)

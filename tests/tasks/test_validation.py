@@ -144,12 +144,19 @@ def test_the_evaluation_run_and_the_version_tags(env) -> None:
     assert float(tags["validation.B0_vertical.r2"]) == pytest.approx(
         full.metrics["B0_vertical"]["r2"], rel=1e-5
     )
+    described = client.get_model_version("press-M3", "1").description
+    assert described.split("\n\n")[-1].startswith("Validation: R^2 ")
+    assert f"B0_vertical {tags['validation.B0_vertical.r2']}" in described
+    assert recorded.run_id in described and not described.startswith("Validation:")
     # a newer validation on fewer sensors replaces the whole older one: no stale sensor
     fewer = validate_model("models:/press-M3/1", root / "new.csv", kind="press")
     second = ValidationRecorder("press", "validation-test", env["tracker"]).record(fewer)
     tags = client.get_model_version("press-M3", "1").tags
     assert tags["validation.run_id"] == second.run_id
     assert not any(k.startswith("validation.B0_vertical") for k in tags)
+    again = client.get_model_version("press-M3", "1").description
+    assert again.count("Validation:") == 1 and second.run_id in again  # replaced, not added
+    assert recorded.run_id not in again and again.split("\n\n")[0] == described.split("\n\n")[0]
 
 
 def test_drive_validate_by_run_id_on_the_true_models_own_recording(env, capsys) -> None:
