@@ -87,8 +87,8 @@ def _start(argv: list[str] | None) -> None:
     working folder (`PYTHONSAFEPATH` when this process is the command; `run_flow` sets it
     for the flows of an in-process call); a GREYLAB_HOME greylab can write (else exit 2) and an undamaged local
     MLflow store (else exit 1), checked before any server starts (not for help or `cache`)."""
-    from flows.server_guard import install_import_hook, isolate_child_processes
     from methods.errors import InputError
+    from runtime.server_guard import install_import_hook, isolate_child_processes
 
     try:
         settings = apply_environment()

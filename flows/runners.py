@@ -9,13 +9,13 @@ The CLI shares one local Prefect server between its calls (`runtime.local_server
 demand, detached, stopping itself after `GREYLAB_SERVER_IDLE` seconds idle; `shared_api`).
 Temporary Prefect servers (with `GREYLAB_SERVER_IDLE=0` and for in-process callers: Prefect's ephemeral server and the one `api_for_workers` starts for
 Dask workers) die with the process that started them, even on SIGKILL: `guard_temporary_servers`
-makes their subprocess run through `flows.server_guard`, which sets the Linux parent-death
+makes their subprocess run through `runtime.server_guard`, which sets the Linux parent-death
 signal and also watches the parent's pid (the parent-death signal alone follows the *thread*
 that started the server). The server runs with `python -P` and without the working folder in
-its `PYTHONPATH` (`flows.server_guard.neutral_environment`), so a `uvicorn.py` or `json.py`
+its `PYTHONPATH` (`runtime.server_guard.neutral_environment`), so a `uvicorn.py` or `json.py`
 next to the user's tables is never imported; local Dask workers are spawned by
 `multiprocessing` with the parent's `sys.path` (the console script's: no working folder) and
-`PYTHONSAFEPATH=1` (set by the CLI, `flows.server_guard.isolate_child_processes`).
+`PYTHONSAFEPATH=1` (set by the CLI, `runtime.server_guard.isolate_child_processes`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from collections.abc import Iterator
 from enum import StrEnum
 from typing import Any
 
-from flows.server_guard import guard_temporary_servers
 from methods.errors import InputError
 from models import limits
+from runtime.server_guard import guard_temporary_servers
 from runtime.settings import load_settings
 
 

@@ -5,16 +5,16 @@ is created) plus the import of Prefect's server modules (about 2 s). The CLI the
 one local server per `PREFECT_HOME`:
 
 - started on demand by the first command that runs a flow (`ensure_server`), detached (its own
-  session, so it survives the command), as `python -P -m flows.server_guard detached:IDLE --
+  session, so it survives the command), as `python -P -m runtime.server_guard detached:IDLE --
   <uvicorn arguments>`: bound to 127.0.0.1 on a free port, never importing from the working
   folder (`neutral_environment`), Prefect's database migrated under its lock first;
 - found again by the next command through `$PREFECT_HOME/local-server.json` (pid, port), trusted
-  only when that pid runs `flows.server_guard` and `/api/health` answers within a second;
+  only when that pid runs `runtime.server_guard` and `/api/health` answers within a second;
 - started or checked under the file lock `$PREFECT_HOME/local-server.lock` (two commands at
   once start one server);
 - stopping itself after `GREYLAB_SERVER_IDLE` seconds (default 120) without a message and
   without an open request or connection, and after an hour without any message even with one
-  open (`flows.server_guard.should_stop`): a server outlives the command that started it by that
+  open (`runtime.server_guard.should_stop`): a server outlives the command that started it by that
   much at most, also when the command was killed; `greylab server stop` stops it now.
 
 It listens on 127.0.0.1 without authentication, as Prefect's temporary server does, but for up
@@ -111,7 +111,7 @@ def _cmdline(pid: int) -> str:
 
 def _ours(pid: int) -> bool:
     """`pid` runs a greylab server (a recycled pid running something else is not ours)."""
-    return "flows.server_guard detached:" in _cmdline(pid)
+    return "runtime.server_guard detached:" in _cmdline(pid)
 
 
 def healthy(state: dict[str, Any] | None, timeout: float = 1.0) -> bool:
@@ -137,14 +137,14 @@ def _free_port() -> int:
 
 def _launch(home: Path, idle: float) -> dict[str, Any]:
     port = _free_port()
-    uvicorn = ["--app-dir", str(ROOT), "--factory", "flows.server_guard:idle_app", "--host",
+    uvicorn = ["--app-dir", str(ROOT), "--factory", "runtime.server_guard:idle_app", "--host",
                "127.0.0.1", "--port", str(port), "--log-level", "error", "--lifespan", "on"]  # fmt: skip
     env = neutral_environment()
     env.update(PREFECT_UI_ENABLED="0", PREFECT__SERVER_EPHEMERAL="1", PREFECT_HOME=str(home))
     env.pop("PREFECT_API_URL", None)
     with open(home / "local-server.log", "ab") as log:
         process = subprocess.Popen(
-            [sys.executable, "-P", "-m", "flows.server_guard", f"detached:{idle:g}", "--",
+            [sys.executable, "-P", "-m", "runtime.server_guard", f"detached:{idle:g}", "--",
              *uvicorn],
             cwd=home, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             start_new_session=True, close_fds=True,

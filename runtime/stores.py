@@ -3,7 +3,7 @@
 | store | created by | lock file |
 |---|---|---|
 | MLflow SQLite store (`$GREYLAB_HOME/mlflow.db`: tracking and model registry) | `prepare_tracking_store` (through `Tracker`) | `mlflow.db.lock` next to it |
-| Prefect's SQLite database of a temporary server (`$PREFECT_HOME/prefect.db`) | `flows.server_guard` before the server starts | `prefect.db.lock` next to it |
+| Prefect's SQLite database of a temporary server (`$PREFECT_HOME/prefect.db`) | `runtime.server_guard` before the server starts | `prefect.db.lock` next to it |
 | result cache folder | `tasks.cache.ensure_cache_dir` (`mkdir` + marker written atomically) | - |
 
 Creating or migrating a SQLite store is not safe when two processes do it at once (MLflow:

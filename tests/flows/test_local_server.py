@@ -50,7 +50,7 @@ def _servers(home: Path) -> list[int]:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             command = _cmdline(int(entry.name))
-            if "flows.server_guard detached:" in command and _env_home(int(entry.name)) == home:
+            if "runtime.server_guard detached:" in command and _env_home(int(entry.name)) == home:
                 out.append(int(entry.name))
     return out
 
@@ -87,7 +87,7 @@ def test_the_next_call_reuses_the_running_server_and_stop_ends_it(home: Path) ->
     state = local_server.read_state(home)
     assert state is not None and url == local_server.api_url(state)
     command = _cmdline(state["pid"])
-    assert " -P -m flows.server_guard detached:120 " in command  # no working folder imported
+    assert " -P -m runtime.server_guard detached:120 " in command  # no working folder imported
     assert "--host 127.0.0.1" in command
     assert local_server.ensure_server(idle=120, timeout=120) == url  # reused, not restarted
     assert _servers(home) == [state["pid"]]
@@ -154,7 +154,7 @@ def test_idle_time_default_and_zero() -> None:
 def test_when_the_shared_server_stops() -> None:
     """Idle (no open connection, no message for `idle` s) stops it; an open connection keeps
     it, but never beyond an hour of silence (a stopped client holding its websocket)."""
-    from flows.server_guard import SILENT_MAX_S, should_stop
+    from runtime.server_guard import SILENT_MAX_S, should_stop
 
     assert not should_stop(0, 119.0, 120.0)
     assert should_stop(0, 121.0, 120.0)

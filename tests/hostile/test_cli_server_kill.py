@@ -84,7 +84,7 @@ def test_sigkill_of_the_cli_takes_its_temporary_prefect_server_along(tmp_path: P
         while time.monotonic() < deadline and _alive(server):
             time.sleep(0.2)
         assert not _alive(server), f"temporary Prefect server {server} outlived its CLI"
-        assert "flows.server_guard" in command
+        assert "runtime.server_guard" in command
     finally:
         if cli.poll() is None:
             cli.kill()
@@ -118,7 +118,7 @@ def test_the_shared_server_outlives_a_killed_cli_only_until_its_idle_time(tmp_pa
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and cli.poll() is None and server is None:
             state = _state(prefect)
-            if state and "flows.server_guard detached:5 " in _cmdline(state["pid"]):
+            if state and "runtime.server_guard detached:5 " in _cmdline(state["pid"]):
                 server = int(state["pid"])
             time.sleep(0.2)
         assert server is not None, "the CLI never started the shared server"

@@ -3,7 +3,7 @@
 A `uvicorn.py`, `json.py`, `numpy.py`, `typing.py` (and `asyncio.py`, `socket.py`, `pickle.py`,
 which a spawned Dask worker imports first) next to the lab's table each write a marker file
 when imported. `greylab press detect` run from that folder starts a temporary Prefect server
-(`flows.server_guard`) and, with `--runner dask`, spawned worker processes: no marker may
+(`runtime.server_guard`) and, with `--runner dask`, spawned worker processes: no marker may
 appear. A plugin the command names in that folder is still found (only then, and last on the
 path).
 """
@@ -84,7 +84,7 @@ def test_dask_workers_and_a_plugin_from_the_folder_import_no_shadow_module(tmp_p
 def test_the_temporary_server_starts_with_safe_path_and_without_the_folder(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from flows.server_guard import _GuardedSubprocess
+    from runtime.server_guard import _GuardedSubprocess
 
     seen: dict[str, Any] = {}
 
@@ -97,7 +97,7 @@ def test_the_temporary_server_starts_with_safe_path_and_without_the_folder(
     _GuardedSubprocess(FakeSubprocess()).Popen(
         [sys.executable, "-m", "uvicorn", "--port", "1"], env={**os.environ, "X": "1"}
     )
-    assert seen["args"][1:4] == ["-P", "-m", "flows.server_guard"]
+    assert seen["args"][1:4] == ["-P", "-m", "runtime.server_guard"]
     assert seen["env"]["PYTHONSAFEPATH"] == "1" and seen["env"]["X"] == "1"
     assert seen["env"]["PYTHONPATH"] == "/opt/site"  # the working folder and "" are gone
 

@@ -3,7 +3,7 @@
 - Two first runs on a fresh GREYLAB_HOME raced the MLflow store's creation ("duplicate column
   name: step", "Online migration expected to match one row"): now N first runs at once all
   succeed and all their runs are in the store (`runtime.stores.tracking_client` creates the
-  store under `mlflow.db.lock`; `flows.server_guard` does the same for Prefect's database).
+  store under `mlflow.db.lock`; `runtime.server_guard` does the same for Prefect's database).
 - A run whose process was SIGKILLed stayed RUNNING forever: the next start marks it KILLED.
 - A read-only GREYLAB_HOME retried for ~100 s and ended with a misleading message: now exit 2
   at once, naming the folder. A truncated `mlflow.db` (infrastructure) exits 1 naming it.

@@ -1,6 +1,6 @@
 """Run a temporary Prefect server (uvicorn) that dies with the process that started it.
 
-    python -m flows.server_guard PARENT_PID -- <uvicorn arguments>
+    python -m runtime.server_guard PARENT_PID -- <uvicorn arguments>
 
 Started by `guard_temporary_servers` (below) in place of `python -m uvicorn`. Two
 mechanisms, because a SIGKILLed parent runs no cleanup:
@@ -144,7 +144,7 @@ def _leave_working_folder() -> None:
 
 def main(argv: list[str]) -> None:
     if len(argv) < 2 or argv[1] != "--":
-        sys.exit("usage: python -m flows.server_guard PARENT_PID|detached:IDLE -- <uvicorn args>")
+        sys.exit("usage: python -m runtime.server_guard PARENT_PID|detached:IDLE -- <uvicorn args>")
     if argv[0].startswith("detached:"):  # the shared server (runtime.local_server)
         # watched once the app exists (`idle_app`, imported by uvicorn as another module
         # than this `__main__`: hence the environment)
@@ -228,7 +228,7 @@ if __name__ == "__main__":
 
 class _GuardedSubprocess:
     """`subprocess` as seen by `prefect.server.api.server`: `Popen` of the uvicorn server runs
-    it through `flows.server_guard <parent pid>` instead of `-m uvicorn` directly."""
+    it through `runtime.server_guard <parent pid>` instead of `-m uvicorn` directly."""
 
     def __init__(self, real: Any) -> None:
         self._real = real
@@ -240,7 +240,7 @@ class _GuardedSubprocess:
         args = list(args)
         if args[1:3] == ["-m", "uvicorn"]:
             # -P: the server never imports from the folder the CLI runs in (issue 28)
-            args[1:3] = ["-P", "-m", "flows.server_guard", str(os.getpid()), "--"]
+            args[1:3] = ["-P", "-m", "runtime.server_guard", str(os.getpid()), "--"]
             kwargs["env"] = neutral_environment(kwargs.get("env"))
         return self._real.Popen(args, *rest, **kwargs)
 
