@@ -174,7 +174,8 @@ def test_two_attributes_of_one_module_do_not_force_reimports(
     reloads: list[str] = []
     real_reload = importlib.reload
     monkeypatch.setattr(importlib, "reload", lambda m: reloads.append(m.__name__) or real_reload(m))
-    plugin_code.fresh_model_module("springcache:other")  # same file, same code: nothing to re-import
+    # same file, same code: nothing to re-import
+    plugin_code.fresh_model_module("springcache:other")
     plugin_code.fresh_model_module("springcache:spring")
     assert reloads == []
 
