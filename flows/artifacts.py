@@ -73,6 +73,20 @@ def publish_result(result: Renders, key: str, description: str) -> None:
         logging.getLogger("greylab").warning("result artifact %s not stored: %s", key, exc)
 
 
+def retry_unless_input_error(task: Any, task_run: Any, state: Any) -> bool:
+    """A task's `retry_condition_fn`: retry what may pass on a second try (a file still being
+    written, a busy store), never bad input (`methods.errors.InputError`: the same input fails
+    the same way); the run fails once, with the message."""
+    from methods.errors import InputError
+
+    return not isinstance(getattr(state, "data", None), InputError)
+
+
+def once_for_bad_input(task: Any) -> Any:
+    """`task` with its retries kept for other failures but none for bad input."""
+    return task.with_options(retry_condition_fn=retry_unless_input_error)
+
+
 def flow_run_tags() -> dict[str, str]:
     """The Prefect flow run of this study as MLflow tags (`prefect.flow_run_id`, its name and,
     with a Prefect UI, `prefect.flow_run_url`): an MLflow run found from its Prefect run and

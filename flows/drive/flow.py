@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 from prefect import flow
 
-from flows.artifacts import finish, flow_run_tags
+from flows.artifacts import finish, flow_run_tags, once_for_bad_input
 from flows.drive.settings import DrivePreset, DriveSearch, recording_scales
 from flows.progress import Progress
 from flows.runners import RunnerKind, run_flow
@@ -71,7 +71,9 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
         "noise_percent": study.noise_percent,
         "seed": study.reference_seed,
     }
-    loaded = drive_tasks.load_recording(study.data, reference, study.emps_decimate)
+    loaded = once_for_bad_input(drive_tasks.load_recording)(
+        study.data, reference, study.emps_decimate
+    )
     recorder.lineage(loaded["path"], loaded["source"], digest=loaded["hash"])
 
     recording = pd.read_parquet(loaded["path"])

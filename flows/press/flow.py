@@ -10,7 +10,7 @@ import numpy as np
 from prefect import flow
 from prefect.futures import as_completed
 
-from flows.artifacts import finish, flow_run_tags
+from flows.artifacts import finish, flow_run_tags, once_for_bad_input
 from flows.press.settings import PressStudy
 from flows.progress import Progress
 from flows.runners import RunnerKind, run_flow
@@ -66,7 +66,7 @@ class _Steps:
 def _run(study: PressStudy, recorder: PressRecorder) -> dict[str, Any]:
     """validate -> correct -> normality -> design -> fits and tests -> verdicts."""
     twin = None if study.data else {"truth": study.twin_truth.value, "seed": study.twin_seed}
-    loaded = press_tasks.load_measurements(study.data, study.sensor_sheet, twin)
+    loaded = once_for_bad_input(press_tasks.load_measurements)(study.data, study.sensor_sheet, twin)
     sigma = loaded["sigma"]
     recorder.lineage(loaded["path"], loaded["source"], digest=loaded["hash"])
     steps = _Steps(study.cache)

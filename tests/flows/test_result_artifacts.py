@@ -110,7 +110,8 @@ def test_drive_flow_registers_validates_and_resumes(private_prefect: None, tmp_p
     study = DriveSearch(population=4, generations=2, campaign="t1", validation_data=str(recording))
     first = run_drive_search(study, runner="thread")
     again = run_drive_search(study, runner="thread")  # the same search: from its checkpoint
-    assert (first.model_uri, again.model_uri) == ("models:/drive-t1/1", "models:/drive-t1/2")
+    # the same model from the same data: the version registered first, no duplicate
+    assert (first.model_uri, again.model_uri) == ("models:/drive-t1/1", "models:/drive-t1/1")
     assert first.resumed_from is None and again.resumed_from == 2
     assert again.best_structure == first.best_structure
     # the flow's validation equals validating the registered model on the same file
@@ -206,3 +207,29 @@ def test_press_flow_run_is_named_after_its_outcome_and_logs_its_warning(
     assert run.name == result.headline() == run.state.message
     assert summary.data == result.summary() and warning in summary.data
     assert any(r.level == 30 and warning in r.message for r in logs)  # logging.WARNING
+
+
+def test_bad_input_fails_a_task_once_other_failures_are_retried(private_prefect: None) -> None:
+    """The study flows load their data through `once_for_bad_input(task)`: an InputError (an
+    unknown submodel, a file that is not a table) is not retried, an OSError still is."""
+    from prefect import flow, task
+
+    from flows.artifacts import once_for_bad_input
+    from methods.errors import InputError
+
+    calls: list[str] = []
+
+    @task(retries=2, retry_delay_seconds=0)
+    def load(error: str) -> None:
+        calls.append(error)
+        raise InputError("element 2 'colomb': not a submodel") if error == "input" else OSError
+
+    @flow
+    def study(error: str) -> None:
+        once_for_bad_input(load)(error)
+
+    for error, attempts in (("input", 1), ("io", 3)):
+        calls.clear()
+        with pytest.raises(InputError if error == "input" else OSError):
+            study(error)
+        assert calls == [error] * attempts
