@@ -161,6 +161,11 @@ class DriveTrainKit:
                         bounds=self.bounds)  # fmt: skip
 
 
+#: The assembly steps of `assemble`, in their order; each submodel row (`submodels.KIT`) names
+#: the step that adds it (`io`, the actuator and sensor at inertia 1, belongs to none).
+STEPS = ("ladder", "friction", "gravity", "backlash", "io", "current_control", "delay")
+
+
 def _parameter_symbols(
     kinds: tuple[Submodel, ...],
     nominals: Mapping[str, float] | None,

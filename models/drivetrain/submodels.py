@@ -12,6 +12,14 @@ machines pass ``nominals`` (bounds follow as 50 %..200 %) and/or explicit ``boun
 
 Construction rules: each type at most once; exactly one multi-mass type; one-mass excludes
 backlash.
+
+Everything about a submodel is one row of `KIT` (`SubmodelRow`): code, parameters, rules,
+assembly step and the data preset's scale rule. Adding a submodel: an Enum member, its row, its
+assembly step in `kit.assemble` (a new name in `kit.STEPS` when it needs one), its nominals in
+`scales.Scales.nominals`, and its line in docs/methods.md §2.1;
+`tests/models/drivetrain/test_submodel_table.py` fails while any of them is missing, and the
+CLI (`--structure` accepts its name and code) and the Prefect form (the structure fields list
+the Enum) pick it up.
 """
 
 from __future__ import annotations
@@ -58,22 +66,13 @@ class Submodel(StrEnum):
             for kind, code in _CODES.items():
                 if code == int(text):
                     return kind
-            raise InputError(f"unknown submodel code {text!r} (valid: 1..11)")
+            valid = ", ".join(str(c) for c in sorted(_CODES.values()))
+            raise InputError(f"unknown submodel code {text!r} (valid: {valid})")
         try:
             return cls(text)
         except ValueError:
             names = ", ".join(k.value for k in cls)
             raise InputError(f"unknown submodel {value!r} (valid: {names})") from None
-
-
-_CODES = {kind: i + 1 for i, kind in enumerate(Submodel)}
-_MASSES = {
-    Submodel.ONE_MASS: 1,
-    Submodel.TWO_MASS: 2,
-    Submodel.THREE_MASS: 3,
-    Submodel.FOUR_MASS: 4,
-}
-MULTI_MASS = frozenset(_MASSES)
 
 
 @dataclass(frozen=True)
@@ -125,24 +124,69 @@ def _ladder(n: int) -> tuple[ParameterSpec, ...]:
     return tuple(specs)
 
 
-PARAMETERS: dict[Submodel, tuple[ParameterSpec, ...]] = {
-    Submodel.ONE_MASS: _ladder(1),
-    Submodel.TWO_MASS: _ladder(2),
-    Submodel.THREE_MASS: _ladder(3),
-    Submodel.FOUR_MASS: _ladder(4),
-    Submodel.COULOMB: (_p("M_C", "N m", 0.2, "Coulomb friction torque"),),
-    Submodel.VISCOUS: (_p("f_v", "N m s/rad", 0.01, "viscous friction coefficient"),),
-    Submodel.STRIBECK: (
+@dataclass(frozen=True)
+class SubmodelRow:
+    """Everything about one submodel, in one place: the kit's table (`KIT`).
+
+    `code`: the paper's number (explicit: never from the order of the Enum); `masses`: the
+    inertias of a ladder (0 for the others; exactly one ladder per structure); `parameters`:
+    its estimation parameters with the reference nominals and boxes; `excludes`: submodels it
+    cannot be combined with; `step`: the assembly step of `kit.assemble` that adds it (one of
+    `kit.STEPS`); `scale`: how the `data` preset centres its parameters on a recording
+    (`scales.Scales.nominals`); `description`: for reports, the docs and help texts.
+    """
+
+    kind: Submodel
+    code: int
+    description: str
+    parameters: tuple[ParameterSpec, ...]
+    step: str
+    scale: str
+    masses: int = 0
+    excludes: frozenset[Submodel] = frozenset()
+    why_excludes: str = ""  # the reason, said when a structure breaks the rule
+
+
+_LADDER_SCALE = ("inertias: shares of the rigid-body total J; springs and dampers from the "
+                 "recording's resonance")  # fmt: skip
+KIT: tuple[SubmodelRow, ...] = (
+    SubmodelRow(Submodel.ONE_MASS, 1, "one rigid inertia", _ladder(1), "ladder", "J1 = J",
+                masses=1, excludes=frozenset({Submodel.BACKLASH}),
+                why_excludes="backlash needs inertias 1 and 2"),
+    SubmodelRow(Submodel.TWO_MASS, 2, "two inertias, one shaft", _ladder(2), "ladder",
+                _LADDER_SCALE, masses=2),
+    SubmodelRow(Submodel.THREE_MASS, 3, "three inertias, two shafts", _ladder(3), "ladder",
+                _LADDER_SCALE, masses=3),
+    SubmodelRow(Submodel.FOUR_MASS, 4, "four inertias, three shafts", _ladder(4), "ladder",
+                _LADDER_SCALE, masses=4),
+    SubmodelRow(Submodel.COULOMB, 5, "Coulomb friction at inertia 1",
+                (_p("M_C", "N m", 0.2, "Coulomb friction torque"),), "friction",
+                "M_C from the rigid-body fit"),
+    SubmodelRow(Submodel.VISCOUS, 6, "viscous friction at inertia 1",
+                (_p("f_v", "N m s/rad", 0.01, "viscous friction coefficient"),), "friction",
+                "f_v from the rigid-body fit"),
+    SubmodelRow(Submodel.STRIBECK, 7, "Stribeck friction at inertia 1", (
         _p("M_S", "N m", 0.15, "Stribeck torque (breakaway minus Coulomb)"),
         _p("dq0", "rad/s", 1.0, "Stribeck velocity"),
-    ),
-    Submodel.GRAVITY: (
+    ), "friction", "M_S = M_C / 2, dq0 = 0.1 v_max"),
+    SubmodelRow(Submodel.GRAVITY, 8, "constant (gravity/offset) torque at inertia 1", (
         ParameterSpec("M_G", "N m", 0.0, -0.5, 0.5, "constant (gravity/offset) torque"),
-    ),
-    Submodel.BACKLASH: (_p("alpha", "rad", 0.005, "half backlash gap (gap = 2 alpha)"),),
-    Submodel.CURRENT_CONTROL: (_p("T_1", "s", 0.002, "current-loop PT1 time constant"),),
-    Submodel.DELAY: (_p("T_d", "s", 0.005, "input dead time"),),
-}
+    ), "gravity", "M_G = -offset of the rigid-body fit"),
+    SubmodelRow(Submodel.BACKLASH, 9, "backlash between inertias 1 and 2",
+                (_p("alpha", "rad", 0.005, "half backlash gap (gap = 2 alpha)"),), "backlash",
+                "alpha = 1e-3 of the position range", excludes=frozenset({Submodel.ONE_MASS}),
+                why_excludes="backlash needs inertias 1 and 2"),
+    SubmodelRow(Submodel.CURRENT_CONTROL, 10, "current control, first-order lag at the input",
+                (_p("T_1", "s", 0.002, "current-loop PT1 time constant"),), "current_control",
+                "T_1 = 2 samples"),
+    SubmodelRow(Submodel.DELAY, 11, "input dead time (linear interpolation)",
+                (_p("T_d", "s", 0.005, "input dead time"),), "delay", "T_d = 5 samples"),
+)  # fmt: skip
+ROWS: dict[Submodel, SubmodelRow] = {row.kind: row for row in KIT}
+_CODES = {row.kind: row.code for row in KIT}
+_MASSES = {row.kind: row.masses for row in KIT if row.masses}
+MULTI_MASS = frozenset(_MASSES)
+PARAMETERS: dict[Submodel, tuple[ParameterSpec, ...]] = {row.kind: row.parameters for row in KIT}
 
 #: Fixed (not estimated) constants of the kit: tanh gain of Coulomb/Stribeck friction [s/rad].
 DEFAULT_F_TANH = 10.0
@@ -194,8 +238,11 @@ def rule_violations(structure: Iterable[Submodel | str | int]) -> list[str]:
     n_multi = sum(1 for k in kinds if k in MULTI_MASS)
     if n_multi != 1:
         problems.append(f"exactly one multi-mass type is required, found {n_multi}")
-    if Submodel.ONE_MASS in seen and Submodel.BACKLASH in seen:
-        problems.append("one_mass excludes backlash (backlash needs inertias 1 and 2)")
+    for kind in sorted(seen, key=lambda k: k.code):
+        for other in sorted(ROWS[kind].excludes & seen, key=lambda k: k.code):
+            if kind.code < other.code:  # each pair once
+                why = ROWS[kind].why_excludes or ROWS[other].why_excludes
+                problems.append(f"{kind.value} excludes {other.value} ({why})")
     return problems
 
 
@@ -211,9 +258,7 @@ def can_add(structure: Iterable[Submodel], kind: Submodel) -> bool:
         return False
     if kind in MULTI_MASS and kinds & MULTI_MASS:
         return False
-    if kind is Submodel.ONE_MASS and Submodel.BACKLASH in kinds:
-        return False
-    return not (kind is Submodel.BACKLASH and Submodel.ONE_MASS in kinds)
+    return not (ROWS[kind].excludes & kinds)
 
 
 def parse_structure(structure: Iterable[Submodel | str | int] | str) -> tuple[Submodel, ...]:
