@@ -21,6 +21,7 @@ from typing import Any
 
 import pandas as pd
 
+from runtime import deferred
 from tracking.protocol import (
     ORIGINAL_KEY_TAG,
     PARAM_VALUE_LIMIT,
@@ -67,7 +68,9 @@ class Run:
         self.tracker.log_table(self.id, frame, artifact_file)
 
     def figure(self, figure: Any, artifact_file: str) -> None:
-        self.tracker.log_figure(self.id, figure, artifact_file)
+        """Log a figure; in the command line's own process after the answer is printed
+        (`runtime.deferred`: rendering a PNG is the slowest part of tracking), elsewhere now."""
+        deferred.defer(lambda: self.tracker.log_figure(self.id, figure, artifact_file), "figures")
 
 
 class ChildRun(Run):
