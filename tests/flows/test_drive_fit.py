@@ -90,3 +90,10 @@ def test_drive_fit_on_the_command_line_prints_json(recording: Path, tmp_path: Pa
     j1 = result["evidence"]["parameters"]["J1"]
     assert j1["lower"] <= 0.012 <= j1["upper"] and j1["identifiable"]
     assert result["evidence"]["rivals"]["agrees"] is True
+    # the command renders its figures after printing the answer (runtime.deferred), before it
+    # exits: they are in the run when the command has returned
+    from mlflow import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'home' / 'mlflow.db'}")
+    files = {a.path for a in client.list_artifacts(result["run_id"], "figures")}
+    assert "figures/residuals.png" in files, files
