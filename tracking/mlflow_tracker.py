@@ -195,9 +195,14 @@ class Tracker:
 
     # -- models ------------------------------------------------------------------------
     def log_model(self, run_id: str, directory: Path, artifact_path: str = "model") -> str:
-        """A saved MLflow model folder as the run's artifact; returns its `runs:/` URI."""
+        """A saved MLflow model folder as the run's artifact; returns where it is stored (the
+        run's artifact URI and `artifact_path`), the source of a registered version. Not the
+        `runs:/` form: a tracking server with proxied artifacts (`--artifacts-destination`)
+        cannot resolve that one for the version page, which then shows no signature ("Inputs
+        (0)", mlflow/mlflow#6334); its stored location it serves."""
         self.client.log_artifacts(run_id, str(directory), artifact_path)
-        return f"runs:/{run_id}/{artifact_path}"
+        root = self.client.get_run(run_id).info.artifact_uri.rstrip("/")
+        return f"{root}/{artifact_path}"
 
     def register_model(
         self, name: str, source: str, run_id: str, tags: Mapping[str, Any], description: str

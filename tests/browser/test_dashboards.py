@@ -161,6 +161,12 @@ def _registry(page: Any, mlflow: str, headline: str) -> None:
     page.goto(f"{mlflow}/#/models/press-{passed[0]}")
     page.get_by_text("champion").first.wait_for()
     _shot(page, "8-registry-champion")
+    # the version page shows the model's signature (the columns a lab sends), not "Inputs (0)"
+    page.goto(f"{mlflow}/#/models/press-{passed[0]}/versions/{aliases['champion']}")
+    inputs = page.get_by_text(re.compile(r"Inputs \([1-9]")).first
+    inputs.click()  # the schema opens collapsed
+    page.get_by_text("force_N").first.wait_for()
+    _shot(page, "9-registry-version-signature")
 
 
 def _shot(page: Any, name: str) -> None:
