@@ -131,9 +131,9 @@ def _identify(
     if study.structure:  # greylab drive fit: the named structure only
         fit = StructureFit(study.structure, settings=settings, seed=study.seed,
                            map_batches=drive_tasks.prefect_map_batches, progress=print,
-                           rivals=study.rivals)  # fmt: skip
-        recorder.search_settings(fit.settings)
+                           rivals=study.rivals, friction_gain=str(study.friction_gain))  # fmt: skip
         evidence = fit.fit(stored).evidence_
+        recorder.search_settings(fit.settings)  # after the fit: a profiled gain is in them
         recorder.generation(0, fit.best_evaluation_)
         return fit, evidence
     progress = Progress("generations", study.generations, key="drive-generations")

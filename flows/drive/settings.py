@@ -30,6 +30,14 @@ from tracking.protocol import validate_experiment_name
 _CAMPAIGN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
+class FrictionGain(StrEnum):
+    """fixed: the preset's friction smoothing gain; profile: the gain that fits the recording
+    best, by a profile of the fit over the gain (at most 9 fits; a named structure only)."""
+
+    fixed = "fixed"
+    profile = "profile"
+
+
 class DrivePreset(StrEnum):
     """data: nominals, bounds and friction gain from the recording's own scales; reference:
     the paper's rotary drive units; emps: the prismatic EMPS drive, tuned by hand."""
@@ -96,6 +104,14 @@ class DriveSearch(BaseModel):
         description="Identify this structure only, with the evidence, instead of searching: "
         "its submodels, e.g. two_mass, coulomb, viscous, stribeck; empty = search "
         "(population and generations are not used for a fit)",
+    )
+    friction_gain: FrictionGain = Field(
+        FrictionGain.fixed,
+        description=explained(
+            "Friction smoothing gain of a named structure's fit (the steepness of its Coulomb "
+            "and Stribeck friction)",
+            FrictionGain,
+        ),
     )
     rivals: Annotated[bool, Cli(note="--no-rivals skips them")] = Field(
         True,
@@ -222,6 +238,17 @@ class DriveSearch(BaseModel):
             raise ValueError(
                 f"paper (--paper) fits and scores on the whole record: got test fraction "
                 f"{self.test_fraction} (leave --test-fraction at 0, or drop --paper)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _friction_gain(self) -> DriveSearch:
+        """A profiled friction gain is a fit of a named structure's (the search keeps the
+        preset's gain: a profile per individual would cost up to 9 fits each)."""
+        if self.friction_gain is FrictionGain.profile and not self.structure:
+            raise ValueError(
+                "friction gain 'profile' fits a named structure: name one (drive fit "
+                "--structure S), or leave the gain fixed"
             )
         return self
 

@@ -97,3 +97,26 @@ def test_drive_fit_on_the_command_line_prints_json(recording: Path, tmp_path: Pa
     client = MlflowClient(f"sqlite:///{tmp_path / 'home' / 'mlflow.db'}")
     files = {a.path for a in client.list_artifacts(result["run_id"], "figures")}
     assert "figures/residuals.png" in files, files
+
+
+@pytest.mark.slow
+def test_a_profiled_friction_gain_fits_at_least_as_well_and_is_recorded(
+    private_prefect: None, recording: Path
+) -> None:
+    """`friction_gain: profile` (`drive fit --friction-gain profile`): the profile's grid holds
+    the fixed gain, so the profiled fit's RSS cannot be larger; the gain it chose is the one the
+    run records (`gp.f_tanh`). A search (no named structure) refuses it."""
+    from flows.drive.flow import run_drive_search
+    from runtime.settings import load_settings
+    from tracking.mlflow_tracker import Tracker
+
+    runs = {gain: run_drive_search(DriveSearch(data=str(recording), structure=["1", "5", "6"],
+                                               friction_gain=gain, rivals=False, workers=1,
+                                               register_model=False), runner="thread")
+            for gain in ("fixed", "profile")}  # fmt: skip
+    assert runs["profile"].rss <= runs["fixed"].rss * (1 + 1e-9)
+    client = Tracker(load_settings()).client
+    gains = {g: float(client.get_run(r.run_id).data.params["gp.f_tanh"]) for g, r in runs.items()}
+    assert gains["profile"] != gains["fixed"], gains
+    with pytest.raises(ValueError, match="friction gain 'profile' fits a named structure"):
+        DriveSearch(data=str(recording), friction_gain="profile")
