@@ -14,7 +14,7 @@ This module sets the default where it belongs, on the server: every HTML page it
 a one-line script that stores `machine_learning` in that entry when the browser has none (a
 user who switches to the GenAI view keeps that choice). Start the server as
 `python -m deployments.mlflow_ui server <mlflow server options>`: the same command line as
-`mlflow server`, with this app in front of MLflow's own (`tests/deployments/test_mlflow_ui.py`
+`mlflow server`, with this app in front of MLflow's own (`tests/browser/test_mlflow_ui.py`
 checks the bundle still reads that key; `tests/browser/test_dashboards.py` checks the view
 from a fresh profile)."""
 
