@@ -34,13 +34,14 @@ tcc:
 	@command -v tcc >/dev/null || { apt-get update -q && apt-get install -y -q tcc; } \
 		|| echo "make tcc: optional, not installed (apt-get install tcc); drive searches use cc"
 
-## test: checks, then every test (fast, slow, integration and browser)
+## test: checks, then every test (fast, slow, integration and browser), on as many pytest
+## workers as the machine has cores, at most 4 (pytest-xdist; every test is independent)
 test: check browser tcc
-	$(BIN)/pytest -m "" -p no:cacheprovider
+	$(BIN)/pytest -m "" -p no:cacheprovider -n auto --maxprocesses 4
 
 ## test-fast: the quick loop while developing
 test-fast: install
-	$(BIN)/pytest -m "not slow and not integration and not browser" -x -q
+	$(BIN)/pytest -m "not slow and not integration and not browser" -x -q -n auto --maxprocesses 4
 
 format: install
 	$(BIN)/ruff format .
@@ -59,6 +60,7 @@ bench: install
 	PYTHONPATH=. $(BIN)/python benchmarks/drive_profile.py profile --repeats 1
 	PYTHONPATH=. $(BIN)/python benchmarks/drive_profile.py baseline --repeats 3
 	PYTHONPATH=. $(BIN)/python benchmarks/drive_jit.py --repeats 3
+	PYTHONPATH=. $(BIN)/python benchmarks/cli_overhead.py --repeats 1
 	PYTHONPATH=. $(BIN)/python benchmarks/drive_timeline.py --repeats 3
 	PYTHONPATH=. $(BIN)/python benchmarks/drive_timeline.py --refine-at-once off --breed-ahead 0 --repeats 3
 	PYTHONPATH=. $(BIN)/python benchmarks/emps_validation.py --repeats 3
