@@ -8,9 +8,10 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
+import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -19,6 +20,9 @@ from rich.text import Text
 
 from flows.progress import progress_sink
 from methods.errors import InputError
+
+#: `--json` of every command that prints a result
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
 
 # Without a terminal (logs, CI) rich would wrap at 80 columns: tables of estimates need more.
 _WIDTH = None if sys.stdout.isatty() else 120

@@ -10,6 +10,7 @@ import typer
 from flows.cli_common import (
     OVERWRITE_HELP,
     TABLE_SUFFIXES,
+    JsonOpt,
     check_output,
     emit,
     parse_overrides,
@@ -40,7 +41,6 @@ app = typer.Typer(
     help="Structure and parameter identification of drive trains (docs/methods.md §2).",
     no_args_is_help=True,
 )
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
 
 
 def register(root: typer.Typer) -> None:

@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from flows.cli_common import (
     OVERWRITE_HELP,
     TABLE_SUFFIXES,
+    JsonOpt,
     check_output,
     clip,
     emit,
@@ -50,8 +51,6 @@ app = typer.Typer(
     help="Inverse dynamics of underactuated systems in partly specified motion (docs/methods.md §3).",
     no_args_is_help=True,
 )
-
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
 
 
 def register(root: typer.Typer) -> None:

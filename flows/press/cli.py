@@ -10,6 +10,7 @@ import typer
 from flows.cli_common import (
     OVERWRITE_HELP,
     TABLE_SUFFIXES,
+    JsonOpt,
     allow_typed_models,
     check_output,
     emit,
@@ -40,7 +41,6 @@ app = typer.Typer(
     no_args_is_help=True,
 )
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON on stdout.")]
 #: `press simulate --series`: at most this many (each series is 29 steps x 3 sensors)
 MAX_SERIES = 1000
 AllowModelOpt = Annotated[
