@@ -1,0 +1,31 @@
+"""The scaling model of benchmarks/dask_scaling.py: longest-first list scheduling per round,
+rounds one after the other, the main process's time serial (oracles: hand-computed schedules
+and the bounds every schedule obeys)."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.dask_scaling import makespan, modelled_wall
+
+
+def test_longest_first_schedule_by_hand() -> None:
+    # 3 -> w1, 3 -> w2, 2 -> w1 (5), 2 -> w2 (5), 2 -> w1 (7): LPT's 7 (the optimum is 6)
+    assert makespan([2, 3, 2, 3, 2], 2) == 7
+    assert makespan([2, 3, 2, 3, 2], 1) == 12
+    assert makespan([4, 1, 1], 8) == 4  # more workers than work: the longest one
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 8, 32])
+def test_every_schedule_lies_between_the_bounds(workers: int) -> None:
+    durations = [0.3 * (i % 7) + 0.1 for i in range(23)]
+    span = makespan(durations, workers)
+    lower = max(max(durations), sum(durations) / workers)
+    assert lower - 1e-12 <= span <= lower + max(durations)  # list scheduling's guarantee
+
+
+def test_rounds_add_up_and_the_serial_part_stays() -> None:
+    rounds = {0: [1.0, 1.0], 1: [2.0, 1.0, 1.0]}
+    assert modelled_wall(rounds, 0.5, 1) == pytest.approx(6.5)
+    assert modelled_wall(rounds, 0.5, 2) == pytest.approx(0.5 + 1.0 + 2.0)
+    assert modelled_wall(rounds, 0.5, 100) == modelled_wall(rounds, 0.5, 3)  # 3 at most at once
