@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from tests.browser.servers import mlflow_ui_server
-from tests.integration.services import prefect_server, stop
+from tests.integration.services import prefect_server, stop, with_parent
 
 pytestmark = pytest.mark.browser
 
@@ -59,7 +59,8 @@ def stack(tmp_path: Path) -> Iterator[dict[str, str]]:
         log = tmp_path / "serve.log"
         with log.open("wb") as sink:
             served = subprocess.Popen(
-                [sys.executable, "-m", "flows.cli", "serve", "--only", "press-uncertainty"],
+                with_parent([sys.executable, "-m", "flows.cli", "serve", "--only",
+                             "press-uncertainty"]),
                 stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
                 start_new_session=True,
             )  # fmt: skip

@@ -1,5 +1,6 @@
 """Real local services for integration tests: started on 127.0.0.1, waited for with bounded
-loops, stopped by the test (fixture) that started them, by process group id."""
+loops, stopped by the test (fixture) that started them, by process group id; a service also
+ends when the test process dies without stopping it (killed by a time limit: `with_parent`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
+
+
+#: run a command with the Linux parent-death signal set: SIGTERM when the process that started
+#: it (pytest, an xdist worker) dies, even by SIGKILL (the signal survives the exec)
+_PARENT_DEATH = ("import ctypes, os, signal, sys; ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0); "
+                 "os.getppid() == int(sys.argv[1]) or os._exit(1); os.execvp(sys.argv[2], sys.argv[2:])")  # fmt: skip
+
+
+def with_parent(argv: list[str]) -> list[str]:
+    """`argv` that ends when this process dies (Linux; elsewhere as it is)."""
+    if not sys.platform.startswith("linux"):
+        return argv
+    return [sys.executable, "-c", _PARENT_DEATH, str(os.getpid()), *argv]
 
 
 def free_port() -> int:
@@ -56,8 +70,9 @@ def service(
 ) -> Iterator[subprocess.Popen]:
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            argv, stdout=sink, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
+            with_parent(argv), stdout=sink, stderr=subprocess.STDOUT, env=env,
+            start_new_session=True,
+        )  # fmt: skip
     try:
         wait_http(health, timeout=timeout, process=process, log=log)
         yield process
