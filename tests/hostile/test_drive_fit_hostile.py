@@ -76,3 +76,22 @@ def test_the_form_checks_the_structure_like_the_command_line() -> None:
     fit = DriveFit(structure=["1", "6"], population=3)
     assert fit.study().structure == ["one_mass", "viscous"]
     assert fit.study().population == 3  # hidden on the command line, kept for the form
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["drive", "fit", "--structure", "1,5,6", "--friction-gain", "profile;rm -rf ~"],
+         "--friction-gain"),
+        (["drive", "identify", "--friction-gain", "profile"], "fits a named structure"),
+    ],
+)  # fmt: skip
+def test_a_bad_friction_gain_exits_2_before_any_work(
+    recording: Path, tmp_path: Path, argv: list[str], words: str
+) -> None:
+    """The friction gain is a choice (fixed, profile), and profiling is a fit's, not a
+    search's: both refused with the option named, nothing started or tracked."""
+    out = _cli(tmp_path, *argv, "--data", str(recording))
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert words in out.stderr and "Traceback" not in out.stderr
+    assert not (tmp_path / "home" / "mlflow.db").exists()
