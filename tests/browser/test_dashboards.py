@@ -113,8 +113,25 @@ def _refused(page: Any, field_input: Any, typed: str, expected: str, shot: str) 
     field_input.press("Control+a")
     field_input.press("Backspace")
     page.keyboard.type(typed)
-    page.get_by_role("button", name="Submit").click()
-    page.get_by_text(expected).first.wait_for()
+    field_input.press("Tab")  # the form takes the value on change, as from a user moving on
+    assert field_input.input_value() == (typed if typed.isdigit() else "")  # no letters kept
+    # The form validates through the server before it submits; a click that lands while an
+    # earlier validation is still in flight is dropped by the UI (seen once on a loaded CI
+    # machine), so a user would click again: up to 4 clicks, each given 15 s.
+    message = page.get_by_text(expected).first
+    for _ in range(4):
+        assert page.url.endswith("/run"), page.url  # never submitted
+        page.get_by_role("button", name="Submit").click()
+        try:
+            message.wait_for(timeout=15_000)
+            break
+        except Exception:  # noqa: BLE001 - playwright's TimeoutError; retried, then reported
+            continue
+    else:
+        _shot(page, f"{shot}-FAILED")
+        shown = page.locator(".p-message, .p-label__message, [role=alert]").all_inner_texts()
+        pytest.fail(f"{typed!r}: no {expected!r} after 4 submits; url {page.url}, "
+                    f"field {field_input.input_value()!r}, messages shown {shown}")  # fmt: skip
     field_input.scroll_into_view_if_needed()
     _shot(page, shot)
     assert page.url.endswith("/run"), page.url  # still on the form: nothing submitted
