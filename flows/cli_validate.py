@@ -2,7 +2,9 @@
 
 Both commands load the model product, validate it (`products.validation`), print the metrics per
 output, save a figure if asked, and (unless `--no-track`) log an MLflow evaluation run and tag
-the model's registered versions with the result. Exit 2 when the data does not match the model.
+the model's registered versions with the result: the task code of the `model-validation` flow
+(`tasks.validation.tasks.validate_and_record`), called without a flow. Exit 2 when the data
+does not match the model. `greylab validation run` runs the flow itself (registered models).
 """
 
 from __future__ import annotations
@@ -46,15 +48,21 @@ def run_validation(
     overwrite: bool = False,
     as_json: bool = False,
 ) -> None:
-    from products.validation import ValidationRecorder, validate_model
+    from tasks.validation.tasks import validate_and_record
     from tracking.protocol import validate_experiment_name
 
     validate_experiment_name(experiment)
     if figure is not None:  # before anything is loaded or tracked
         check_output(figure, option="--figure", suffixes=FIGURE_SUFFIXES, overwrite=overwrite)
-    outcome = validate_model(model_uri, data, kind=kind, sheet=sheet, emps_decimate=emps_decimate)
-    if track:
-        outcome = ValidationRecorder(kind, experiment).record(outcome)
+    outcome = validate_and_record(
+        kind,
+        model_uri,
+        data,
+        sheet=sheet,
+        emps_decimate=emps_decimate,
+        experiment=experiment,
+        track=track,
+    )  # the flow's task code
     if figure is not None:
         from products.validation import validation_figure
 

@@ -17,11 +17,13 @@ from flows.drive.settings import DriveSearch
 from flows.ingest.settings import IngestSettings
 from flows.inverse.settings import InverseStudy
 from flows.press.settings import PressStudy
+from flows.validation.settings import ModelValidation
 from ingestion.rules import Study as DataKind
 from tasks.drive.records import DriveRecorder
 from tasks.ingest.records import IngestRecorder
 from tasks.inverse.records import InverseRecorder
 from tasks.press.records import PressRecorder
+from tasks.validation.records import ValidationRecorder
 from tracking.compare import CompareSpec
 from tracking.recorder import Recorder
 
@@ -129,6 +131,12 @@ STUDIES: tuple[StudySpec, ...] = (
         limits=("GREYLAB_MAX_INVERSE_STEPS", "GREYLAB_MAX_INVERSE_RUNS", "GREYLAB_MAX_WORKERS"),
     ),
     StudySpec("ingest", "flows.ingest.cli", IngestSettings, "ingest-lab-data", IngestRecorder),
+    # a registered press or drive model on new data: one evaluation run per validation (the
+    # versions' `validation.*` tags are what `greylab compare --models` shows)
+    StudySpec(
+        "validation", "flows.validation.cli", ModelValidation, "model-validation",
+        ValidationRecorder,
+    ),
 )  # fmt: skip
 
 

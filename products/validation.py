@@ -7,14 +7,16 @@ measurement table, and runs the pure core: `methods.press.uncertainty.prediction
 `models.drivetrain.product.validate` (open-loop simulation, velocity and position metrics).
 Data that does not match the model (columns, sensors, sample time, units) is an `InputError`.
 
-`ValidationRecorder.record` logs an evaluation run (tag `greylab.kind=validation`, linked to
+`ValidationRecorder.record` logs an evaluation run (tags `greylab.study=validation`,
+`greylab.kind=validation`, `greylab.model_kind=<press|drive>`, linked to
 the model by `greylab.model_uri` and `greylab.model_run_id`; metrics `<output>.<metric>`;
 `validation.json`; figure `figures/validation.png`) and tags every registered version made
 by the model's run with `validation.<output>.<metric>` and `validation.run_id`, so
 `greylab compare --models` shows the newest validation next to each version.
 
-No Prefect here: a validation is one load and one simulation (well under a minute); the CLI
-calls it directly.
+No Prefect here: a validation is one load and one simulation (well under a minute).
+`tasks.validation.tasks.validate_and_record` puts the two together; the `model-validation` flow
+runs it as a task and `greylab press|drive validate` call it directly.
 """
 
 from __future__ import annotations
@@ -172,25 +174,35 @@ def _outcome(
 
 
 class ValidationRecorder(Recorder):
-    """The evaluation run of one validation (experiment `greylab-validation` by default)."""
+    """The evaluation run of one validation (experiment `greylab-validation` by default).
 
+    Every evaluation run, whoever starts it (`greylab press|drive validate`, the
+    `model-validation` flow, the drive flow's `validation_data`), is tagged
+    `greylab.study=validation` (the study registry's name: `greylab compare --study
+    validation` lines them up) and `greylab.model_kind=<press|drive>`; runs recorded before
+    the validation flow existed carry `greylab.study=<press|drive>` instead."""
+
+    study = "validation"
     run_name = "validation"
 
     def __init__(self, kind: str, experiment: str = EXPERIMENT, tracker: RunTracker | None = None):
         super().__init__(experiment, tracker)
-        self.study = kind
+        self.kind = kind
 
-    def record(self, outcome: ValidationOutcome) -> ValidationOutcome:
-        """Log `outcome` and tag the model's registered versions; returns it with `run_id`
-        and the tagged `versions`."""
-        settings = {"model_uri": outcome.model_uri, "data": outcome.data}
-        with self.session(settings) as run_id:
+    def record(
+        self, outcome: ValidationOutcome, *, tags: dict[str, str] | None = None
+    ) -> ValidationOutcome:
+        """Log `outcome` (with `tags` on the run, e.g. the Prefect flow run's) and tag the
+        model's registered versions; returns it with `run_id` and the tagged `versions`."""
+        settings = {"model_uri": outcome.model_uri, "data": outcome.data, "kind": outcome.kind}
+        with self.session(settings, tags=tags) as run_id:
             run = self.run
-            run.tags({"greylab.kind": "validation", "greylab.model_uri": outcome.model_uri,
+            run.tags({"greylab.kind": "validation", "greylab.model_kind": outcome.kind,
+                      "greylab.model_uri": outcome.model_uri,
                       "greylab.model_run_id": outcome.model_run_id})  # fmt: skip
             self.tracker.log_dataset(
                 run_id, outcome.data, description=f"validation:{outcome.data}",
-                name=f"{self.study}-validation", frame=outcome.frame, digest=outcome.data_hash,
+                name=f"{outcome.kind}-validation", frame=outcome.frame, digest=outcome.data_hash,
             )  # fmt: skip
             run.metrics(flat_metrics(outcome.metrics) | _extra_metrics(outcome))
             run.json(outcome.details, "validation.json")
