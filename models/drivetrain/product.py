@@ -85,8 +85,9 @@ class DriveModel:
 
     ``structure``: submodel names in canonical order; ``parameters``: every parameter of the
     assembled model (name -> value, inside its bounds); ``dt``: sample time of the
-    identification recording [s]; ``f_tanh``, ``nominals``, ``bounds``, ``min_substeps``: as the
-    search passed them to the kit and simulator; ``units``: ``"rotary"`` (N m, rad/s, rad) or
+    identification recording [s]; ``f_tanh``, ``nominals``, ``bounds``: as the search passed them to the kit;
+    ``min_substeps``: the RK4 substeps per sample the parameters were identified with (the
+    simulator takes the step-size rule's count at the parameters if that is larger); ``units``: ``"rotary"`` (N m, rad/s, rad) or
     ``"prismatic"`` (N, m/s, m: EMPS); ``position_weight``: the identification's weight of the
     position error (information only); ``source``: free text (what it was identified on).
     """
@@ -169,8 +170,11 @@ class DriveModel:
         *,
         units: str | None = None,
         source: str = "",
+        n_sub: int = 1,
     ) -> DriveModel:
-        """The model of an identification with ``settings`` on a recording of step ``dt``.
+        """The model of an identification with ``settings`` on a recording of step ``dt``
+        whose parameters were fitted with ``n_sub`` RK4 substeps per sample (``min_substeps``:
+        the model simulates with at least as many, so it reproduces the fit).
         ``units=None``: ``"prismatic"`` if ``settings`` carry the EMPS preset's nominals and
         tanh gain (``models.drivetrain.gp.presets``), else ``"rotary"``."""
         if units is None:
@@ -183,6 +187,7 @@ class DriveModel:
             f_tanh=settings.f_tanh, nominals=dict(settings.nominals),
             bounds=dict(settings.bounds), units=units,
             position_weight=settings.identification.position_weight, source=source,
+            min_substeps=int(n_sub),
         )  # fmt: skip
 
     @classmethod
@@ -244,11 +249,13 @@ class DriveModel:
 
     def simulator(self, n_samples: int, *, jit: bool = True) -> CompiledSimulator:
         """The compiled simulator for ``n_samples`` steps ``dt`` (per-process cache; with
-        ``jit`` native code from the disk cache, compiled once per machine if missing)."""
+        ``jit`` native code from the disk cache, compiled once per machine if missing): the
+        step-size rule's substeps at the model's parameters, at least ``min_substeps`` (the
+        identification's own count)."""
         return get_simulator(
             self.structure, n_samples, self.dt, f_tanh=self.f_tanh,
             nominals=self.nominals or None, bounds=self.bounds or None,
-            min_substeps=self.min_substeps, jit=jit,
+            min_substeps=self.min_substeps, at=self.parameters, jit=jit,
         )  # fmt: skip
 
     def simulate(

@@ -6,17 +6,30 @@ call simulates the whole record and forward sensitivities ``dy/dp`` come from Ca
 substeps of a sample are a loop (``fold``) over one compiled substep, not an unrolled
 expression, so code size and compile time do not grow with ``n_sub``.
 
-Step-size rule (tanh friction and backlash make the ODE stiff): with
-``rho = max |eig(d(Ax + Bu + f)/dx)|`` estimated at rest (``x = 0``, where ``tanh'`` and the
-Stribeck term are largest, and inside the backlash gap, where ``c/d`` acts) over the parameter
-box (nominal, then greedily each parameter at its lower/nominal/upper value to maximise
-``rho``), the substep count is
+Step-size rule (tanh friction and backlash make the ODE stiff; issue 26: it follows the
+parameter point, not the box): with ``rho(p) = max |eig(d(Ax + Bu + f)/dx)|`` at the parameter
+point ``p`` being simulated, estimated at rest (``x = 0``, where ``tanh'`` and the Stribeck
+term are largest) and inside the backlash gap (where ``c/d`` acts), the substep count is
 
-    n_sub = max(min_substeps, ceil(dt * rho / 2.0))
+    n_sub = max(min_substeps, 2 ** ceil(log2(dt * rho(p) / 2.0)))
 
 so that ``h * rho <= 2.0`` with ``h = dt / n_sub`` stays inside RK4's real-axis stability
-interval (``2.785``) with margin for nonlinearity. The structure, grid and bounds fix
-``n_sub``, so one compiled function serves every parameter vector inside the bounds.
+interval (``2.785``) with margin for nonlinearity. Rounding up to a power of two keeps the
+number of distinct simulators of a structure small (they are cached per structure, grid and
+``n_sub``, :func:`get_simulator`) and makes "twice as many substeps" (the accuracy check by
+step doubling, ``models.drivetrain.gp.evaluate``) land on the next cached one. One simulator
+(one ``n_sub``) serves every parameter vector of a least-squares solve, so the objective stays
+smooth within it; the fit re-checks the rule at its end point and refits with more substeps
+when the point has become stiffer. The old rule took ``rho`` at the stiffest corner of the
+parameter box (:func:`stiffness_bound`, kept for reports): with the wide boxes of issue 26
+(inertia shares 1-99 %, friction 10x either side) that asked for hundreds of substeps at every
+point of the box.
+
+Accuracy (:func:`simulate`, a recording's simulation): without an explicit ``n_sub`` the
+stability count is doubled until the outputs at ``n_sub`` and ``2 n_sub`` differ by at most
+:data:`SIM_ACCURACY` of the output's sum of squares about its mean (step doubling; backlash's
+switching makes the RK4 error first order in ``h``, so the error at ``n_sub`` is about twice
+that difference: its sum of squares at most ``4 SIM_ACCURACY = 1e-8`` of the output's).
 
 Delay: ``u(t - T_d)`` by linear interpolation between samples (a hat-function convolution,
 differentiable in ``T_d``); before the record starts the first sample is held.
@@ -40,36 +53,73 @@ from models.drivetrain.kit import StateSpace, assemble
 from models.drivetrain.submodels import DEFAULT_F_TANH, Submodel, canonical
 
 RK4_SAFE_H_RHO = 2.0
+#: step doubling of a recording's simulation (module docstring): ``sum (y_n - y_2n)^2`` at most
+#: this share of ``sum (y - mean y)^2``
+SIM_ACCURACY = 2.5e-9
 _BUILD_LOCK = threading.Lock()
 OPTIMISE_WORK = 2_000_000
 
 
-def stiffness_bound(model: StateSpace) -> float:
-    """Estimate of ``max |eig(df/dx)|`` over the parameter box (see module docstring)."""
-    jac = ca.Function("jx", [model.x, model.u, model.p], [ca.jacobian(model.rhs(), model.x)])
+def _stiffness_states(model: StateSpace, p: np.ndarray) -> list[np.ndarray]:
+    """The states the stiffness is estimated at: rest, and inside the backlash gap (half of
+    ``alpha`` at ``p``: there ``lambda' = ... - (c/d) lambda``)."""
     states = [np.zeros(model.x.size1())]
     if "lambda" in model.state_names:
         inside = np.zeros(model.x.size1())
-        alpha = next(s for s in model.specs if s.name == "alpha")
-        inside[model.state_names.index("lambda")] = -alpha.lower
+        inside[model.state_names.index("lambda")] = -p[model.param_names.index("alpha")]
         states.append(inside)
+    return states
 
-    def rho(p: np.ndarray) -> float:
-        mats = [np.asarray(jac(x, 0.0, p)) for x in states]
-        if not all(np.isfinite(m).all() for m in mats):  # overflow (e.g. f_tanh 1e308): unbounded
-            return math.inf
-        return float(max(np.max(np.abs(np.linalg.eigvals(m))) for m in mats))
 
+_JACOBIANS: dict[int, tuple[StateSpace, ca.Function]] = {}
+
+
+def _state_jacobian(model: StateSpace) -> ca.Function:
+    """``d rhs / dx (x, u, p)`` of ``model``, built once per model object."""
+    hit = _JACOBIANS.get(id(model))
+    if hit is not None and hit[0] is model:
+        return hit[1]
+    jac = ca.Function("jx", [model.x, model.u, model.p], [ca.jacobian(model.rhs(), model.x)])
+    if len(_JACOBIANS) >= 512:
+        _JACOBIANS.pop(next(iter(_JACOBIANS)))
+    _JACOBIANS[id(model)] = (model, jac)  # the model is kept alive: its id stays unique
+    return jac
+
+
+def point_stiffness(model: StateSpace, p: np.ndarray | Mapping[str, float] | None = None) -> float:
+    """``max |eig(df/dx)|`` at the parameter point ``p`` (a vector in the order of
+    ``model.specs``, a mapping, or None: the nominals), at rest and inside the backlash gap;
+    ``inf`` when the Jacobian is not finite there (e.g. ``f_tanh`` 1e308)."""
+    pv = model.values(p) if p is None or isinstance(p, Mapping) else np.asarray(p, float)
+    jac = _state_jacobian(model)
+    with np.errstate(all="ignore"):
+        mats = [np.asarray(jac(x, 0.0, pv)) for x in _stiffness_states(model, pv)]
+    if not all(np.isfinite(m).all() for m in mats):
+        return math.inf
+    return float(max(np.max(np.abs(np.linalg.eigvals(m))) for m in mats))
+
+
+def stiffness_bound(model: StateSpace) -> float:
+    """The old rule's stiffness: :func:`point_stiffness` maximised greedily over the box's
+    corners (nominal, then each parameter at its lower or upper value in turn). For reports;
+    the step-size rule now follows the point (module docstring)."""
     p = np.array([s.nominal for s in model.specs])
-    best = rho(p)
+    best = point_stiffness(model, p)
     for i, spec in enumerate(model.specs):
         for value in (spec.lower, spec.upper):
             trial = p.copy()
             trial[i] = value
-            r = rho(trial)
+            r = point_stiffness(model, trial)
             if r > best:
                 best, p = r, trial
     return best
+
+
+def power_of_two(needed: float) -> int:
+    """The smallest power of two ``>= needed`` (1 for ``needed <= 1``)."""
+    if needed <= 1:
+        return 1
+    return 1 << math.ceil(math.log2(needed) - 1e-12)
 
 
 def optimisation(opt: str, n_sub: int, n_samples: int, nx: int, n_p: int) -> str:
@@ -84,32 +134,61 @@ def optimisation(opt: str, n_sub: int, n_samples: int, nx: int, n_p: int) -> str
     return "-O1" if n_sub * (n_samples - 1) * nx * (1 + n_p) >= OPTIMISE_WORK else "-O0"
 
 
-def substeps(model: StateSpace, dt: float, min_substeps: int = 1) -> int:
-    """Number of RK4 substeps per sample from the step-size rule; a `models.budget.LimitError`
-    naming the rule's numbers when it exceeds `GREYLAB_MAX_DRIVE_SUBSTEPS` (or is unbounded:
-    a non-finite stiffness), before anything is built."""
-    return _substeps(model, dt, min_substeps)[0]
+def substeps(
+    model: StateSpace,
+    dt: float,
+    min_substeps: int = 1,
+    p: np.ndarray | Mapping[str, float] | None = None,
+) -> int:
+    """Number of RK4 substeps per sample from the step-size rule at the parameter point ``p``
+    (None: the nominals); a `models.budget.LimitError` naming the rule's numbers when it
+    exceeds `GREYLAB_MAX_DRIVE_SUBSTEPS` (or is unbounded: a non-finite stiffness), before
+    anything is built."""
+    return _substeps(model, dt, min_substeps, p)[0]
 
 
-def _substeps(model: StateSpace, dt: float, min_substeps: int) -> tuple[int, float]:
+def _substeps(
+    model: StateSpace, dt: float, min_substeps: int, p: np.ndarray | Mapping | None = None
+) -> tuple[int, float]:
     """``(n_sub, rho)``: the substep count within the limit and the stiffness behind it."""
     what = f"drive model {[k.value for k in model.structure]} at sample time {dt:g} s"
     budget.check_substeps(min_substeps, what, "the model's min_substeps")
-    rho = stiffness_bound(model)
+    rho = point_stiffness(model, p)
     needed = dt * rho / RK4_SAFE_H_RHO if math.isfinite(rho) else math.inf
-    budget.check_substeps(needed, what, _stiffness_reason(model, dt, rho))
-    return max(int(min_substeps), math.ceil(needed)), rho
+    budget.check_substeps(needed, what, _stiffness_reason(model, dt, rho, p))
+    n_sub = max(int(min_substeps), power_of_two(needed))
+    budget.check_substeps(n_sub, what, _stiffness_reason(model, dt, rho, p))
+    return n_sub, rho
 
 
-def _stiffness_reason(model: StateSpace, dt: float, rho: float) -> str:
-    """Why the step-size rule asks for many substeps: its numbers and the box behind them."""
+def _stiffness_reason(
+    model: StateSpace, dt: float, rho: float, p: np.ndarray | Mapping | None = None
+) -> str:
+    """Why the step-size rule asks for many substeps: its numbers, the point and the box."""
+    pv = model.values(p) if p is None or isinstance(p, Mapping) else np.asarray(p, float)
+    point = ", ".join(f"{s.name} {v:.3g}" for s, v in zip(model.specs, pv, strict=True))
     box = ", ".join(f"{s.name} {s.lower:.3g}..{s.upper:.3g}" for s in model.specs)
     return (
-        f"step-size rule n_sub = ceil(dt * rho / {RK4_SAFE_H_RHO:g}) with the stiffest "
-        f"eigenvalue over the parameter box rho = {rho:.3g} 1/s (f_tanh {model.f_tanh:g}; "
-        f"box {box[:300]}): a box with a near-zero inertia, a huge stiffness or friction gain, "
-        "or a sample time in the wrong unit makes the drive this stiff"
+        f"step-size rule n_sub = 2^ceil(log2(dt * rho / {RK4_SAFE_H_RHO:g})) with the stiffest "
+        f"eigenvalue at the parameter point rho = {rho:.3g} 1/s (f_tanh {model.f_tanh:g}; "
+        f"point {point[:300]}; box {box[:300]}): a near-zero inertia, a huge stiffness or "
+        "friction gain, or a sample time in the wrong unit makes the drive this stiff"
     )
+
+
+def _explicit_substeps(
+    model: StateSpace, dt: float, n_sub: int, min_substeps: int, at: np.ndarray | Mapping | None
+) -> tuple[int, float]:
+    """An explicit substep count (at least ``min_substeps``), checked against the limit."""
+    what = f"drive model {[k.value for k in model.structure]} at sample time {dt:g} s"
+    if isinstance(n_sub, bool) or not isinstance(n_sub, int | np.integer) or n_sub < 1:
+        raise InputError(f"{what}: n_sub must be an integer >= 1, got {n_sub!r}")
+    n = max(int(n_sub), int(min_substeps))
+    if n > budget.limit(budget.MAX_SUBSTEPS):
+        rho = point_stiffness(model, at)
+        budget.check_substeps(n, what, "requested (accuracy or stability re-check); "
+                              + _stiffness_reason(model, dt, rho, at))  # fmt: skip
+    return n, math.nan
 
 
 def simulation_cost(model: StateSpace, n_samples: int, dt: float, n_sub: int) -> SimulationCost:
@@ -222,11 +301,15 @@ def compile_simulator(
     dt: float,
     *,
     min_substeps: int = 1,
+    n_sub: int | None = None,
+    at: np.ndarray | Mapping[str, float] | None = None,
     jit: bool = False,
     build: bool = True,
     opt: str = "auto",
 ) -> CompiledSimulator:
-    """Build the CasADi functions for ``model`` on a grid of ``n_samples`` steps ``dt`` [s].
+    """Build the CasADi functions for ``model`` on a grid of ``n_samples`` steps ``dt`` [s]
+    with ``n_sub`` RK4 substeps per sample (None: the step-size rule at the parameter point
+    ``at``, None for the nominals; at least ``min_substeps`` either way).
 
     Sensitivities are exact for the discrete scheme: the step propagates ``S = dx/dp`` with
     ``S+ = (dx+/dx) S + dx+/dp`` (forward sensitivities, SX), rolled out by ``mapaccum``.
@@ -240,10 +323,13 @@ def compile_simulator(
         raise InputError(f"sample time must be finite and > 0, got {dt!r}")
     what = f"drive model {[k.value for k in model.structure]}"
     budget.check_samples(n_samples, what)
-    n_sub, rho = _substeps(model, dt, min_substeps)
+    if n_sub is None:
+        n_sub, rho = _substeps(model, dt, min_substeps, at)
+    else:
+        n_sub, rho = _explicit_substeps(model, dt, n_sub, min_substeps, at)
     cost = simulation_cost(model, n_samples, dt, n_sub)
     budget.check_cost(cost, f"{what} at sample time {dt:g} s",
-                      _stiffness_reason(model, dt, rho) if n_sub > 1 else "")  # fmt: skip
+                      _stiffness_reason(model, dt, rho, at) if n_sub > 1 else "")  # fmt: skip
     nx, n_p = model.x.size1(), model.p.size1()
     has_delay = Submodel.DELAY in model.structure
     step, aug = _sample_step(model, n_sub, dt, has_delay)
@@ -294,11 +380,33 @@ def compile_simulator(
 _CACHE: dict[tuple, CompiledSimulator] = {}
 _CACHE_LIMIT = 256
 _REQUESTS: dict[tuple, int] = {}
+_MODELS: dict[tuple, StateSpace] = {}
+#: builds of whole-record simulators in this process (the cache's misses; tests read it)
+BUILDS = {"count": 0}
 
 
 def _freeze(mapping: Mapping | None) -> tuple:
     return tuple(sorted((k, tuple(v) if isinstance(v, tuple | list) else v)
                         for k, v in (mapping or {}).items()))  # fmt: skip
+
+
+def cached_model(
+    structure: Iterable[Submodel | str | int],
+    *,
+    f_tanh: float = DEFAULT_F_TANH,
+    nominals: Mapping[str, float] | None = None,
+    bounds: Mapping[str, tuple[float, float]] | None = None,
+) -> StateSpace:
+    """The assembled model from a per-process cache (key: structure, f_tanh, nominals, bounds)."""
+    kinds = canonical(structure)
+    key = (tuple(k.value for k in kinds), float(f_tanh), _freeze(nominals), _freeze(bounds))
+    model = _MODELS.get(key)
+    if model is None:
+        model = assemble(kinds, f_tanh=f_tanh, nominals=nominals, bounds=bounds)
+        if len(_MODELS) >= _CACHE_LIMIT:
+            _MODELS.pop(next(iter(_MODELS)))
+        _MODELS[key] = model
+    return model
 
 
 def get_simulator(
@@ -310,27 +418,35 @@ def get_simulator(
     nominals: Mapping[str, float] | None = None,
     bounds: Mapping[str, tuple[float, float]] | None = None,
     min_substeps: int = 1,
+    n_sub: int | None = None,
+    at: np.ndarray | Mapping[str, float] | None = None,
     jit: bool = False,
     jit_opt: str = "auto",
     jit_after: int = 1,
 ) -> CompiledSimulator:
-    """Compiled simulator from a per-process cache (key: structure, grid, specs, f_tanh).
+    """Compiled simulator from a per-process cache (key: structure, grid, ``n_sub``, specs,
+    f_tanh). ``n_sub``: the substeps per sample; None: the step-size rule at the parameter
+    point ``at`` (a vector in the order of the model's specs or a mapping; None: the
+    nominals), at least ``min_substeps``. The build itself (the expensive part) happens once
+    per key; :func:`cached_model` assembles the model once per structure and box.
 
     ``jit=True``: native code from the disk cache if present; otherwise the ``jit_after``-th
     request of the structure in this process compiles it (``1``: at once, the default, right
     for a search that identifies each structure once; ``2``: one-offs stay interpreted) with
     the optimisation level ``jit_opt`` (see :mod:`models.drivetrain.jit`)."""
-    kinds = canonical(structure)
-    key = (tuple(k.value for k in kinds), int(n_samples), float(dt), float(f_tanh),
-           _freeze(nominals), _freeze(bounds), int(min_substeps), bool(jit), jit_opt)  # fmt: skip
+    model = cached_model(structure, f_tanh=f_tanh, nominals=nominals, bounds=bounds)
+    if n_sub is None:
+        n = _substeps(model, dt, min_substeps, at)[0]
+    else:
+        n = _explicit_substeps(model, dt, n_sub, min_substeps, at)[0]
+    key = (tuple(k.value for k in model.structure), int(n_samples), float(dt), float(f_tanh),
+           _freeze(nominals), _freeze(bounds), n, bool(jit), jit_opt)  # fmt: skip
     sim = _CACHE.get(key)
     requests = _REQUESTS[key] = _REQUESTS.get(key, 0) + 1
     if sim is None or (jit and not sim.native and requests == max(2, jit_after)):
-        model = (
-            sim.model if sim else assemble(kinds, f_tanh=f_tanh, nominals=nominals, bounds=bounds)
-        )
-        sim = compile_simulator(model, n_samples, dt, min_substeps=min_substeps, jit=jit,
+        sim = compile_simulator(model, n_samples, dt, n_sub=n, at=at, jit=jit,
                                 build=requests >= jit_after, opt=jit_opt)  # fmt: skip
+        BUILDS["count"] += 1
         if len(_CACHE) >= _CACHE_LIMIT:
             _CACHE.pop(next(iter(_CACHE)))
         _CACHE[key] = sim
@@ -347,10 +463,29 @@ def simulate(
     f_tanh: float = DEFAULT_F_TANH,
     nominals: Mapping[str, float] | None = None,
     bounds: Mapping[str, tuple[float, float]] | None = None,
+    n_sub: int | None = None,
 ) -> np.ndarray:
     """Velocity of inertia 1 [rad/s] (N,) for the torque samples (N,) [N m]; missing
-    parameters take their nominal values."""
+    parameters take their nominal values. ``n_sub``: exactly that many substeps (a fit's
+    own, to reproduce it); None: the step-size rule at the parameters, doubled until the
+    step-doubling difference is below :data:`SIM_ACCURACY` (module docstring), within the
+    machine's substep and work limits (`models.budget`)."""
     torque = np.asarray(torque, dtype=float).ravel()
-    sim = get_simulator(structure, torque.size, dt, f_tanh=f_tanh, nominals=nominals,
-                        bounds=bounds)  # fmt: skip
-    return sim.simulate(sim.model.values(parameters), torque, y0)
+    options: dict = {"f_tanh": f_tanh, "nominals": nominals, "bounds": bounds}
+    model = cached_model(structure, **options)
+    p = model.values(parameters)
+    if n_sub is not None:
+        sim = get_simulator(structure, torque.size, dt, n_sub=n_sub, **options)
+        return sim.simulate(p, torque, y0)
+    sim = get_simulator(structure, torque.size, dt, at=p, **options)
+    y = sim.simulate(p, torque, y0)
+    while True:
+        finer = get_simulator(structure, torque.size, dt, n_sub=2 * sim.n_sub, **options)
+        y2 = finer.simulate(p, torque, y0)
+        if np.all(np.isfinite(y)) and np.all(np.isfinite(y2)):
+            diff = float(np.sum((y2 - y) ** 2))
+            if diff <= SIM_ACCURACY * float(np.sum((y2 - y2.mean()) ** 2)):
+                return y
+        elif not np.all(np.isfinite(y2)) and finer.n_sub >= budget.limit(budget.MAX_SUBSTEPS):
+            return y2
+        sim, y = finer, y2

@@ -62,11 +62,15 @@ RIVAL_STARTS = 1
 
 
 def _simulator(
-    structure: Sequence[str], data: RecordingArrays, settings: GPSettings
-) -> CompiledSimulator:
+    structure: Sequence[str], data: RecordingArrays, settings: GPSettings,
+    parameters: dict[str, float], n_sub: int | None = None,
+) -> CompiledSimulator:  # fmt: skip
+    """The whole-record simulator with the fit's ``n_sub`` substeps (None: the step-size
+    rule's at ``parameters``, for parameters from elsewhere)."""
     ident = settings.identification
     return get_simulator(structure, data.n, data.dt, jit=ident.jit, jit_opt=ident.jit_opt,
-                         jit_after=ident.jit_after, **settings.kit_options())  # fmt: skip
+                         jit_after=ident.jit_after, n_sub=n_sub, at=parameters,
+                         **settings.kit_options())  # fmt: skip
 
 
 def start_velocity(data: RecordingArrays, settings: GPSettings) -> float:
@@ -162,14 +166,17 @@ def structure_evidence(
     structure: Sequence[str], parameters: dict[str, float], data: RecordingArrays,
     settings: GPSettings, rivals: Sequence[tuple[Evaluation, str]] = (), *,
     level: float = 0.95, confidence: float = 0.99, max_lag: int = 25, alpha: float = 0.01,
+    n_sub: int | None = None,
 ) -> Evidence:  # fmt: skip
     """The evidence for ``structure`` at ``parameters`` on ``data`` (module docstring): the
     covariance from the identification part, the residual tests and the rival table on the
-    held-out tail when the settings hold one out (else the whole record)."""
+    held-out tail when the settings hold one out (else the whole record). ``n_sub``: the
+    substeps the parameters were fitted with (None: the step-size rule's at ``parameters``);
+    each rival simulates with its own fit's."""
     kinds = parse_structure(list(structure))
     names = tuple(k.value for k in kinds)
     n_fit = split_index(data.n, settings.test_fraction)
-    sim = _simulator(names, data, settings)
+    sim = _simulator(names, data, settings, parameters, n_sub)
     p = sim.model.values(parameters)
     y_sim, jac = sim.simulate_with_jacobian(p, data.u, start_velocity(data, settings))
     notes = []
@@ -204,7 +211,7 @@ def structure_evidence(
         rows = []
         y0 = start_velocity(data, settings)
         for ev, relation in rivals:
-            r_sim = _simulator(ev.structure, data, settings)
+            r_sim = _simulator(ev.structure, data, settings, ev.parameters, ev.n_sub)
             y_r = r_sim.simulate(r_sim.model.values(ev.parameters), data.u, y0)
             r = (y_r - data.y)[part]
             rss = float(r @ r) if np.all(np.isfinite(r)) else np.inf
@@ -254,7 +261,7 @@ def search_evidence(
     data = as_arrays(recording)
     if not rivals:
         return structure_evidence(search.best_structure_, search.best_parameters_, data,
-                                  search.settings)  # fmt: skip
+                                  search.settings, n_sub=_n_sub(search))  # fmt: skip
     done: dict[tuple[str, ...], Evaluation] = {}
     starts: dict[tuple[str, ...], dict[str, float]] = {}
     for ev in _evaluations(search):
@@ -269,7 +276,14 @@ def search_evidence(
         todo, data, search.settings, search.seed, map_batches, n_batches, stored))  # fmt: skip
     found |= {k: v for k, v in done.items() if k in relation}
     return structure_evidence(search.best_structure_, search.best_parameters_, data,
-                              search.settings, [(found[k], rel) for k, rel in relation.items()])  # fmt: skip
+                              search.settings, [(found[k], rel) for k, rel in relation.items()],
+                              n_sub=_n_sub(search))  # fmt: skip
+
+
+def _n_sub(search: Any) -> int | None:
+    """The substeps of a fitted search's best evaluation (None when it does not say)."""
+    best = getattr(search, "best_evaluation_", None)
+    return best.n_sub if isinstance(best, Evaluation) else None
 
 
 def _evaluations(search: Any) -> list[Evaluation]:
@@ -352,7 +366,7 @@ class StructureFit:
                                      stored=stored)  # fmt: skip
             n_eval += len(rivals)
         self.evidence_ = structure_evidence(best.structure, best.parameters, data,
-                                            self.settings, rivals)  # fmt: skip
+                                            self.settings, rivals, n_sub=best.n_sub)  # fmt: skip
         self._finish(best, data, n_eval)
         return self
 
@@ -372,7 +386,7 @@ class StructureFit:
             "refined": True, "parameters": best.parameters}])  # fmt: skip
         kit = self.settings.kit_options()
         self.state_space_ = assemble(best.structure, **kit).numeric(best.parameters)
-        sim = _simulator(best.structure, data, self.settings)
+        sim = _simulator(best.structure, data, self.settings, best.parameters, best.n_sub)
         self.best_output_ = sim.simulate(
             sim.model.values(best.parameters), data.u, start_velocity(data, self.settings)
         )
@@ -382,6 +396,7 @@ class StructureFit:
             self.settings,
             data.dt,
             source=f"StructureFit {{{','.join(map(str, best.codes))}}} seed {self.seed}",
+            n_sub=best.n_sub,
         )
 
     def summary(self) -> str:

@@ -33,6 +33,20 @@ remaining ones are skipped once a start reaches the floor, ``stop_at_floor``), a
 clock ``time_limit_s`` as a safety net. Deterministic for a given spec and seed unless the
 time limit triggers (``Evaluation.timed_out``).
 
+Substeps (issue 26; ``models.drivetrain.simulate``): each start simulates with the substep
+count of the step-size rule at its own start point (a random start beyond the machine's
+substep limit is skipped); ``n_sub`` stays fixed within one least-squares solve, so its
+objective is smooth. A full identification (a refinement, or any without screening) then
+settles the count at its end point (:func:`_settle`): (i) stability: the rule at the end point
+asks for more substeps than the fit used (the fit walked into stiffer parameters), or (ii)
+accuracy by step doubling: the residuals simulated with ``n_sub`` and ``2 n_sub`` differ by
+``sum (r_2n - r_n)^2 > ACCURACY * max(cost, ACCURACY_FLOOR)`` (``cost``: the fit's RSS over
+the output's sum of squares, the residual's own units); then the count is raised and the fit
+continues from its end point, at most ``SETTLE_ROUNDS`` times (`models.budget.LimitError`
+beyond the machine's substep or work limit). A screening stage re-checks only stability
+(its fitness is a ranking, refined later). ``Evaluation.n_sub`` is the count the parameters
+were fitted with; the evidence, the search's output and the registered model simulate with it.
+
 ``evaluate_batch`` is a pure top-level function of plain data (no closures, no CasADi
 objects): workers compile simulators themselves and cache them per process.
 """
@@ -42,6 +56,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -49,9 +64,16 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from methods.blas import single_threaded_blas
+from models.budget import LimitError
 from models.drivetrain.gp.settings import GPSettings, IdentificationSettings
 from models.drivetrain.gp.signals import initial_velocity, integral, lowpass, split_index
-from models.drivetrain.simulate import CompiledSimulator, get_simulator
+from models.drivetrain.simulate import (
+    CompiledSimulator,
+    cached_model,
+    get_simulator,
+    power_of_two,
+    substeps,
+)
 from models.drivetrain.submodels import canonical
 
 
@@ -110,6 +132,7 @@ class Evaluation:
     timed_out: bool
     message: str = ""
     refined: bool = False
+    n_sub: int = 1
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -126,6 +149,25 @@ class _Budget(Exception):
 
 
 FLOOR = 1e-14  # RSS floor relative to the output's sum of squares about its mean
+#: accuracy by step doubling (module docstring): ``sum (r_2n - r_n)^2 <= ACCURACY * cost``.
+#: Why 0.0025: RK4 with backlash's switching converges to first order only, so the error of
+#: the ``n_sub`` solution is about ``2 (r_n - r_2n)`` (for smooth models ``16/15`` of it); the
+#: bound keeps the discretisation error's sum of squares at most 1 % of the residual's (its
+#: RMS at most 10 % of the residual's RMS: on a fit at the noise floor, 10 % of the noise),
+#: so that the fit's parameters are those of the machine, not of the integrator.
+ACCURACY = 0.0025
+#: the cost below which accuracy is not pursued further (noise-free fits): then the bound is
+#: ``ACCURACY * ACCURACY_FLOOR = 2.5e-9`` of the output's sum of squares, the same as a
+#: recording's simulation (``models.drivetrain.simulate.SIM_ACCURACY``), so that a fit of a
+#: noise-free kit recording settles on the recording's own substep count (an exact fit, as
+#: before issue 26's rule) instead of out-resolving it; the discretisation error is then at
+#: most ``1e-8`` of the output's sum of squares, 100x below the exact-fit target ``1e-6``
+#: (``benchmarks/drive_recovery.py kit``)
+ACCURACY_FLOOR = 1e-6
+#: at most this many raises of the substep count after a fit (each may jump several doublings)
+SETTLE_ROUNDS = 6
+#: one raise multiplies the count by at most this (an estimate from a first-order error)
+MAX_JUMP = 16
 EXTEND_GAIN = 0.01  # a round that lowers the cost by more than this share has not stalled
 
 
@@ -170,6 +212,7 @@ class _Objective:
 
     def __init__(
         self,
+        make: Callable[[int, int], CompiledSimulator],
         sim: CompiledSimulator,
         data: RecordingArrays,
         n_fit: int,
@@ -178,11 +221,14 @@ class _Objective:
         t0: float,
     ) -> None:
         """``sim`` simulates the first ``sim.n_samples`` samples (the residual's part: the
-        whole identification part ``n_fit``, or its head when screening); the weights
-        (``scale``, ``wq``) come from the identification part, so that RSS values of screened
-        and refined individuals share one yardstick."""
+        whole identification part ``n_fit``, or its head when screening); ``make(n_samples,
+        n_sub)`` gives the simulator of the same structure with another substep count (cached,
+        ``get_simulator``); the weights (``scale``, ``wq``) come from the identification part,
+        so that RSS values of screened and refined individuals share one yardstick."""
         specs = sim.model.specs
+        self.make = make
         self.sim, self.dt, self.t0, self.time_limit_s = sim, data.dt, t0, ident.time_limit_s
+        self.best_n = sim.n_sub
         self.lower = np.array([s.lower for s in specs])
         self.width = np.array([s.upper - s.lower for s in specs])
         upper = self.lower + self.width
@@ -234,6 +280,26 @@ class _Objective:
         """``dp/dz`` at ``z`` (per parameter)."""
         return np.where(self.log, self.parameters(z) * self.log_width, self.width)
 
+    def use(self, n_sub: int) -> None:
+        """Simulate with ``n_sub`` substeps from now on; the best cost is re-measured by the
+        next evaluation (the old one belongs to another objective)."""
+        if n_sub != self.sim.n_sub:
+            self.sim = self.make(self.sim.n_samples, n_sub)
+            self.best_cost = np.inf
+
+    def stable_substeps(self, z: np.ndarray) -> int:
+        """The step-size rule's substep count at the point ``z`` (a `LimitError` beyond the
+        machine's limit)."""
+        return substeps(self.sim.model, self.dt, 1, self.parameters(z))
+
+    def raw_residual(self, z: np.ndarray, sim: CompiledSimulator) -> np.ndarray:
+        """The residual at ``z`` simulated with ``sim`` (not counted, no best point kept)."""
+        ys = sim.simulate(self.parameters(z), self.u, self.y0)
+        r = self.keep(ys) - self.yf
+        if self.q is not None:
+            r = np.concatenate([r, self.wq * (integral(ys, self.dt) + self.q[0] - self.q)])
+        return r / self.scale
+
     def residual(self, z: np.ndarray) -> np.ndarray:
         ys = self.sim.simulate(self.parameters(z), self.u, self.y0)
         r = self.keep(ys) - self.yf
@@ -260,7 +326,7 @@ class _Objective:
         self.nfev += 1
         cost = float(r @ r)
         if cost < self.best_cost:
-            self.best_cost, self.best_z = cost, z.copy()
+            self.best_cost, self.best_z, self.best_n = cost, z.copy(), self.sim.n_sub
         if time.perf_counter() - self.t0 > self.time_limit_s:
             raise _Budget
 
@@ -307,16 +373,28 @@ def _minimise(
     max_nfev: int,
     ident: IdentificationSettings,
     extend: int = 0,
+    fixed: bool = False,
 ) -> tuple[bool, str]:
     """Bounded least squares from each start in turn (stopping early at the RSS floor or the
-    time limit); the best point stays in ``objective``. A start that ends on its evaluation
+    time limit), each with the substep count of the step-size rule at its start point
+    (``fixed``: the objective's current count); the best point stays in ``objective``. A start that ends on its evaluation
     limit while its last round still lowered the cost by more than ``EXTEND_GAIN`` is not
     taken as converged: it goes on from where it stopped, at most ``extend`` more rounds.
     Returns (timed out, last message)."""
     timed_out, message = False, ""
-    for z0 in starts:
+    for i, z0 in enumerate(starts):
         if ident.stop_at_floor and objective.best_cost <= FLOOR:
             break
+        try:
+            n_start = objective.sim.n_sub if fixed else objective.stable_substeps(z0)
+        except LimitError:
+            if i == 0 and not np.isfinite(objective.best_cost):
+                raise  # the given start itself: the user's numbers are too stiff to simulate
+            message = "a random start beyond the substep limit was skipped"
+            continue
+        best_cost, best_z, best_n = objective.best_cost, objective.best_z, objective.best_n
+        objective.use(n_start)
+        objective.best_cost, objective.best_z, objective.best_n = best_cost, best_z, best_n
         z, rounds = z0, 0
         try:
             while True:
@@ -338,6 +416,46 @@ def _minimise(
     return timed_out, message
 
 
+def _settle(
+    objective: _Objective, max_nfev: int, ident: IdentificationSettings, extend: int,
+    accuracy: bool = True,
+) -> tuple[bool, str]:  # fmt: skip
+    """Raise the substep count until the end point is simulated stably and (``accuracy``)
+    accurately (module docstring), refitting from the end point after each raise; returns
+    (timed out, message of the last refit, or ""). The objective ends on the count of its
+    best point."""
+    timed_out, message = False, ""
+    for _ in range(SETTLE_ROUNDS + 1):
+        z = objective.best_z
+        if objective.sim.n_sub != objective.best_n:  # best point found at another count
+            objective.use(objective.best_n)
+        n = objective.sim.n_sub
+        target = max(n, objective.stable_substeps(z))
+        if target == n and accuracy:
+            r_n = objective.raw_residual(z, objective.sim)
+            r_2n = objective.raw_residual(z, objective.make(objective.sim.n_samples, 2 * n))
+            cost = float(r_n @ r_n) if np.all(np.isfinite(r_n)) else np.inf
+            diff = float(np.sum((r_2n - r_n) ** 2)) if np.isfinite(cost) else np.inf
+            allowed = ACCURACY * max(cost, ACCURACY_FLOOR)
+            if not diff <= allowed:  # first order: the error falls with n_sub, its square by 4
+                ratio = np.sqrt(diff / allowed) if np.isfinite(diff) else MAX_JUMP
+                target = n * min(MAX_JUMP, max(2, power_of_two(ratio)))
+        if target == n:
+            return timed_out, message
+        if _ == SETTLE_ROUNDS:
+            break
+        objective.use(target)
+        timed_out, message = _minimise(objective, [z], max_nfev, ident, extend, fixed=True)
+        if timed_out:
+            return timed_out, message
+    raise LimitError(
+        f"drive model {objective.sim.model.names()}: the substep count did not settle in "
+        f"{SETTLE_ROUNDS} raises (at {objective.sim.n_sub} substeps per sample the end point "
+        f"still asks for more: stability or step-doubling accuracy, "
+        "models.drivetrain.gp.evaluate); the parameters drift to ever stiffer values"
+    )
+
+
 def _identify(
     spec: IndividualSpec, data: RecordingArrays, settings: GPSettings, seed: int
 ) -> Evaluation:
@@ -347,16 +465,34 @@ def _identify(
     n_fit = split_index(data.n, settings.test_fraction)
     n_res = screened_samples(n_fit, ident) if not spec.refine else n_fit
     jit: dict[str, Any] = {"jit": ident.jit, "jit_opt": ident.jit_opt, "jit_after": ident.jit_after}
-    sim = get_simulator(spec.structure, n_res, data.dt, **jit, **kit)
-    start = sim.model.values({k: v for k, v in spec.start if k in sim.model.param_names})
-    objective = _Objective(sim, data, n_fit, ident, start, t0)
+
+    def make(n_samples: int, n_sub: int) -> CompiledSimulator:
+        return get_simulator(spec.structure, n_samples, data.dt, n_sub=n_sub, **jit, **kit)
+
+    model = cached_model(spec.structure, **kit)
+    start = model.values({k: v for k, v in spec.start if k in model.param_names})
+    sim = make(n_res, substeps(model, data.dt, 1, start))
+    objective = _Objective(make, sim, data, n_fit, ident, start, t0)
     starts, max_nfev = _starts(spec, ident, objective.best_z, seed)
-    extend = ident.extend_rounds if spec.refine or not ident.screen_nfev else 0
+    full_fit = spec.refine or not ident.screen_nfev
+    extend = ident.extend_rounds if full_fit else 0
     timed_out, message = _minimise(objective, starts, max_nfev, ident, extend)
+    if not timed_out:
+        try:
+            timed_out, settled = _settle(objective, max_nfev, ident, extend, accuracy=full_fit)
+        except _Budget:
+            timed_out, settled = True, f"time limit {ident.time_limit_s} s reached"
+        message = settled or message
+    if objective.sim.n_sub != objective.best_n or not np.isfinite(objective.best_cost):
+        objective.use(objective.best_n)
+        objective.best_cost = float(
+            np.sum(objective.raw_residual(objective.best_z, objective.sim) ** 2)
+        )
+    n_sub = objective.best_n
     p_hat = objective.parameters(objective.best_z)
     rss_train = float(objective.best_cost) * objective.scale**2
     if n_res < data.n:  # fitness on the held-out tail or (screened on the head) the whole
-        full = get_simulator(spec.structure, data.n, data.dt, **jit, **kit)
+        full = make(data.n, n_sub)
         rss, y_fit = objective.held_out_rss(full, p_hat, data, n_fit if n_fit < data.n else 0)
     else:
         rss, y_fit = rss_train, objective.yf
@@ -370,7 +506,7 @@ def _identify(
         parameters=dict(zip(sim.model.param_names, p_hat.tolist())),
         rss=rss, rss_train=rss_train, fitness=float(fitness), n_params=d,
         nfev=objective.nfev, wall_s=time.perf_counter() - t0, timed_out=timed_out,
-        message=str(message), refined=spec.refine or not ident.screen_nfev,
+        message=str(message), refined=spec.refine or not ident.screen_nfev, n_sub=int(n_sub),
     )  # fmt: skip
 
 

@@ -340,12 +340,13 @@ class StructureSearch:
             data.dt,
             best.parameters,
             y0=float(data.y[0]),
+            n_sub=best.n_sub,
             **self.settings.kit_options(),
         )
         self.model_ = DriveModel.from_settings(
             best.structure, best.parameters, self.settings, data.dt,
             source=f"StructureSearch seed {self.seed}, {self.settings.population} x "
-            f"{self.settings.generations}",
+            f"{self.settings.generations}", n_sub=best.n_sub,
         )  # fmt: skip
 
     def summary(self) -> str:

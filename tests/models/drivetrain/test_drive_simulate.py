@@ -64,12 +64,15 @@ def test_substeps_are_rk4_on_the_finer_grid():
                                rtol=1e-12, atol=1e-12)  # fmt: skip
 
 
-def test_step_rule_grows_with_friction_stiffness():
+def test_step_rule_grows_with_friction_stiffness_at_the_point():
     soft = assemble(["one_mass", "coulomb"], f_tanh=1.0)
     stiff = assemble(["one_mass", "coulomb"], f_tanh=1000.0)
     assert substeps(soft, 1e-3) == 1
-    # rho = f_tanh * M_C_max / J_min = 1000 * 0.4 / 0.005 = 8e4 -> ceil(1e-3 * 8e4 / 2) = 40
-    assert substeps(stiff, 1e-3) == pytest.approx(40, abs=1)
+    # at the nominals rho = f_tanh M_C / J = 1000 * 0.2 / 0.01 = 2e4 -> dt rho / 2 = 10 -> 16
+    assert substeps(stiff, 1e-3) == 16
+    # at the box's corner (M_C 0.4, J 0.005): 8e4 -> 40 -> 64; a point, not the box, decides
+    assert substeps(stiff, 1e-3, p={"J1": 0.005, "M_C": 0.4}) == 64
+    assert substeps(stiff, 1e-3, p={"J1": 0.02, "M_C": 0.1}) == 4  # 5e3 -> 2.5 -> 4
 
 
 def test_reference_recording_columns_noise_and_seed():

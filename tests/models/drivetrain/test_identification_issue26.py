@@ -77,8 +77,13 @@ def objective(log_scale: bool) -> _Objective:
     gp = data_settings(estimate_scales(rec), position=False, wide=True)
     ident = IdentificationSettings(jit=False, log_scale=log_scale)
     data = as_arrays(rec)
-    sim = get_simulator(("two_mass", "coulomb", "gravity"), data.n, data.dt, **gp.kit_options())
-    return _Objective(sim, data, data.n, ident, sim.model.values(), time.perf_counter())
+
+    def make(n_samples: int, n_sub: int):
+        return get_simulator(("two_mass", "coulomb", "gravity"), n_samples, data.dt, n_sub=n_sub,
+                             **gp.kit_options())  # fmt: skip
+
+    sim = make(data.n, 1)
+    return _Objective(make, sim, data, data.n, ident, sim.model.values(), time.perf_counter())
 
 
 def test_sign_fixed_parameters_are_searched_in_log_scale() -> None:
