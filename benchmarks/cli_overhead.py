@@ -10,9 +10,16 @@ Drive: ``greylab drive identify --population 10 --generations 10 --seed 0 --no-c
 worker, threads) from a warm home against ``StructureSearch(10, 10, 0).fit(reference_recording())``
 in-process; both share one compile cache, warmed before the repeats (``GREYLAB_JIT_CACHE``).
 Each CLI mode runs with the shared server (the default) and, for the before/after figure in the
-same run, ``GREYLAB_SERVER_IDLE=0`` (a temporary server per command, as before issue 31).
+same run, ``GREYLAB_SERVER_IDLE=0`` (a temporary server per command, as before issue 31); these
+run in-process (``GREYLAB_WARM=0``). The warm command server (``runtime.warm``, the default since)
+is measured from the same warm home: started by a first call and waited for, then ``press
+detect`` through the thin client, timed to the answer on stdout (its first byte: ``--json``
+prints the answer in one write) and to the process exit, against the in-process command of
+the same home in the same repeat (``GREYLAB_WARM=0``, timed the same way).
 
-The breakdown comes from one instrumented run per mode (``breakdown``): the CLI runs inside a
+The breakdown comes from one instrumented run per mode (``breakdown``; for the warm server, a
+process that runs the daemon's preload ``flows.cli.warm_preload`` first and starts its clock
+after it, i.e. the work of a warm child): the CLI runs inside a
 wrapper that timestamps interpreter start, the entry of ``flows.runners.run_flow`` (imports,
 argument parsing, input checks), the server start (``runtime.local_server.ensure_server`` or
 Prefect's ``SubprocessASGIServer.start``), the wall time inside tracking (every public method
@@ -85,6 +92,12 @@ WRAPPER = """
 import json, sys, time
 T0 = time.time()
 DEFER_FIGURES = sys.argv.pop(2) == "defer"
+PRELOAD = sys.argv.pop(2) == "preload"
+if PRELOAD:  # as a child of the warm fork server: its imports done before the command
+    import flows.cli
+    flows.cli.warm_preload()
+    flows.cli._WARM_CHILD = True  # runs in this process (no client, no report)
+    T0 = time.time()
 out, marks, inside = sys.argv[1], {"python_start": T0}, {"tracking": 0.0, "server": 0.0}
 depth = {"n": 0}
 def timed(key, fn):
@@ -123,7 +136,12 @@ def run_flow(*a, **k):
     finally:
         marks["run_flow_out"] = time.time()
         marks["tracking_in_flow"] = inside["tracking"]
-R.run_flow = run_flow
+def rebind(real, fake):  # names imported before the patch (the preload) see it too
+    for mod in list(sys.modules.values()):
+        for name, value in list(getattr(mod, "__dict__", {}).items()):
+            if value is real and mod is not sys.modules["__main__"] and name != "real_run_flow":
+                setattr(mod, name, fake)
+rebind(real_run_flow, run_flow)
 import flows.cli_common as C
 real_emit = C.emit
 def emit(*a, **k):
@@ -132,7 +150,7 @@ def emit(*a, **k):
     finally:
         sys.stdout.flush()
         marks["answer"] = time.time()
-C.emit = emit
+rebind(real_emit, emit)
 if DEFER_FIGURES:  # the one-line hook runtime.deferred describes, applied here
     import tracking.recorder as REC
     from runtime import deferred
@@ -140,7 +158,7 @@ if DEFER_FIGURES:  # the one-line hook runtime.deferred describes, applied here
     def figure(self, fig, name):
         deferred.defer(lambda: real_figure(self, fig, name), "figures")
     REC.Run.figure = figure
-L.ensure_server = timed("server", L.ensure_server)
+rebind(L.ensure_server, timed("server", L.ensure_server))
 sys.argv = ["greylab", *sys.argv[2:]]
 from flows.cli import main
 code = main()
@@ -151,9 +169,10 @@ raise SystemExit(code)
 """
 
 
-def _env(home: Path, idle: str, jit: Path) -> dict[str, str]:
+def _env(home: Path, idle: str, jit: Path, warm: str = "0") -> dict[str, str]:
     env = {**os.environ, "GREYLAB_HOME": str(home), "GREYLAB_SERVER_IDLE": idle,
-           "GREYLAB_JIT_CACHE": str(jit)}  # fmt: skip
+           "GREYLAB_JIT_CACHE": str(jit), "GREYLAB_WARM": warm, "GREYLAB_WARM_IDLE": "600",
+           "XDG_RUNTIME_DIR": str(home.parent / "run")}  # fmt: skip
     for key in (
         "PREFECT_API_URL",
         "MLFLOW_TRACKING_URI",
@@ -176,6 +195,56 @@ def cli(args: list[str], env: dict[str, str], cwd: Path) -> float:
     return wall
 
 
+def cli_timed(args: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
+    """(answer on stdout, process exit) in seconds of one console-script run (must succeed)."""
+    t = time.perf_counter()
+    process = subprocess.Popen([str(GREYLAB), *args], env=env, cwd=cwd, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)  # fmt: skip
+    assert process.stdout is not None and process.stderr is not None
+    first = process.stdout.read(1)
+    answer = time.perf_counter() - t
+    rest = process.stdout.read()
+    err = process.stderr.read()
+    code = process.wait(timeout=900)
+    wall = time.perf_counter() - t
+    if code != 0 or not (first + rest).strip():
+        raise SystemExit(f"greylab {' '.join(args)} failed: {err[-2000:].decode()}")
+    return answer, wall
+
+
+def warm_server(env: dict[str, str], cwd: Path) -> int:
+    """Start the warm command server of `env` (a first call) and wait until it serves; its pid."""
+    from runtime import warm
+
+    (home_parent := Path(env["XDG_RUNTIME_DIR"])).mkdir(mode=0o700, exist_ok=True)
+    subprocess.run([str(GREYLAB), "--help"], env=env, cwd=cwd, capture_output=True, timeout=300)
+    deadline = time.monotonic() + 300
+    saved = dict(os.environ)
+    try:
+        os.environ.update(env)  # the socket folder comes from XDG_RUNTIME_DIR
+        while time.monotonic() < deadline:
+            info = warm.status(env, str(cwd))
+            if info["warm_running"]:
+                return int(info["warm_pid"])
+            time.sleep(0.2)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    raise SystemExit(f"the warm command server did not start (logs in {home_parent})")
+
+
+def stop_warm(env: dict[str, str], cwd: Path) -> None:
+    from runtime import warm
+
+    saved = dict(os.environ)
+    try:
+        os.environ.update(env)
+        warm.stop(env, str(cwd))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 def in_process(code: str, env: dict[str, str], cwd: Path) -> tuple[float, str]:
     done = subprocess.run([sys.executable, "-c", code], env={**env, "PYTHONPATH": str(ROOT)},
                           cwd=cwd, capture_output=True, text=True, timeout=900)  # fmt: skip
@@ -187,20 +256,24 @@ def in_process(code: str, env: dict[str, str], cwd: Path) -> tuple[float, str]:
 
 
 def breakdown(
-    args: list[str], env: dict[str, str], cwd: Path, defer: bool = False
+    args: list[str], env: dict[str, str], cwd: Path, defer: bool = False, preload: bool = False
 ) -> dict[str, float]:
     """One instrumented run: seconds per phase (see the module's docstring); `defer`: with the
-    recorder's figures deferred until after the answer (`runtime.deferred`'s hook)."""
+    recorder's figures deferred until after the answer (`runtime.deferred`'s hook); `preload`:
+    as a warm child (`flows.cli.warm_preload` first, the clock starts after it)."""
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
         out = Path(handle.name)
     t = time.time()
-    done = subprocess.run([sys.executable, "-P", "-c", WRAPPER, str(out), "defer" if defer else "-", *args], env=env, cwd=cwd,
+    done = subprocess.run([sys.executable, "-P", "-c", WRAPPER, str(out), "defer" if defer else "-",
+                           "preload" if preload else "-", *args], env=env, cwd=cwd,
                           capture_output=True, text=True, timeout=900)  # fmt: skip
     end = time.time()
     if done.returncode != 0:
         raise SystemExit(f"instrumented run failed: {done.stderr[-2000:]}")
     m = json.loads(out.read_text())
     out.unlink()
+    if preload:
+        t = m["python_start"]  # the child's clock starts after the preload
     flow = m["run_flow_out"] - m["run_flow_in"]
     return {
         "interpreter": m["python_start"] - t,
@@ -231,9 +304,10 @@ def press(bench: Bench, root: Path, jit: Path, show: bool) -> None:
         target = {"shared": True}.get(label, False)
         bench.add(f"press_fresh_{label}_s", fresh, f"press CLI, fresh home, {label} server",
                   unit="s", fmt=".1f")  # fmt: skip
-        bench.add(f"press_warm_{label}_s", warm, f"press CLI, warm home, {label} server",
-                  unit="s", fmt=".1f", target=("<=", 3.0) if target else None,
-                  short="CLI press detect from a warm home")  # fmt: skip
+        bench.add(f"press_warm_{label}_s", warm, f"press CLI in-process (GREYLAB_WARM=0), warm "
+                  f"home, {label} server", unit="s", fmt=".1f")  # fmt: skip
+        if label == "shared":
+            warm_daemon(bench, home, jit, cwd, show)
         bench.add(f"press_fresh_ratio_{label}", fresh / base, f"press CLI fresh home / in-process "
                   f"({label} server)", unit="×", fmt=".2f", target=("<=", 2.0) if target else None,
                   short="CLI press detect fresh / in-process")  # fmt: skip
@@ -249,6 +323,30 @@ def press(bench: Bench, root: Path, jit: Path, show: bool) -> None:
                     flush=True,
                 )
         _stop(home)
+
+
+def warm_daemon(bench: Bench, home: Path, jit: Path, cwd: Path, show: bool) -> None:
+    """`press detect` through the warm command server against in-process, same warm home."""
+    hot, cold = _env(home, "300", jit, warm="1"), _env(home, "300", jit, warm="0")
+    warm_server(hot, cwd)
+    cold_answer, cold_exit = cli_timed(PRESS, cold, cwd)
+    hot_answer, hot_exit = cli_timed(PRESS, hot, cwd)
+    stop_warm(hot, cwd)
+    bench.add("press_warm_daemon_answer_s", hot_answer, "press CLI, warm home, warm command "
+              "server: answer printed at", unit="s", fmt=".2f")  # fmt: skip
+    bench.add("press_warm_daemon_s", hot_exit, "press CLI, warm home, warm command server: "
+              "process exit", unit="s", fmt=".2f", target=("<=", 3.0),
+              short="CLI press detect from a warm home")  # fmt: skip
+    bench.add("press_in_process_answer_s", cold_answer, "press CLI in-process (GREYLAB_WARM=0), "
+              "warm home: answer printed at", unit="s", fmt=".2f")  # fmt: skip
+    bench.add("press_in_process_exit_s", cold_exit, "press CLI in-process (GREYLAB_WARM=0), "
+              "warm home: process exit", unit="s", fmt=".2f")  # fmt: skip
+    bench.add("press_warm_daemon_speedup", cold_exit / hot_exit, "press CLI exit, in-process / "
+              "warm command server (same run)", unit="×", fmt=".2f")  # fmt: skip
+    if show:
+        parts = breakdown(PRESS, cold, cwd, preload=True)
+        print("press, warm home, shared server, a warm child's work (after the preload):",
+              _fmt(parts), flush=True)  # fmt: skip
 
 
 def drive(bench: Bench, root: Path, jit: Path, show: bool) -> None:

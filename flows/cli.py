@@ -10,6 +10,12 @@ set `GREYLAB_DEBUG=1` for the traceback). Messages are cut to `MAX_MESSAGE` char
 
 The console script `greylab` does not put the working folder on `sys.path` (`python -m
 flows.cli` does: use `python -P -m flows.cli`); its child processes never do (`_start`).
+
+The console script is a thin client of a warm fork server (`runtime.warm`: started on demand,
+holding this module's imports, `warm_preload`): it runs the command in a fresh child of that
+server and falls back to running in-process whenever the warm path is unavailable;
+`GREYLAB_WARM=0` turns it off. This module imports only the standard library and
+`runtime.settings` at import time, so the client stays cheap.
 """
 
 from __future__ import annotations
@@ -52,32 +58,47 @@ def _server_app(typer: Any) -> Any:
     server = typer.Typer(
         help="The local Prefect server greylab's commands share (runtime.local_server): it "
         "starts on demand and stops itself after GREYLAB_SERVER_IDLE seconds (default 120) "
-        "without requests; GREYLAB_SERVER_IDLE=0 gives every command a temporary server.",
+        "without requests; GREYLAB_SERVER_IDLE=0 gives every command a temporary server. "
+        "Also the warm command server (runtime.warm), which holds greylab's imports and runs "
+        "each command in a fresh child: it stops after GREYLAB_WARM_IDLE seconds (default "
+        "120); GREYLAB_WARM=0 runs every command in-process.",
         no_args_is_help=True,
     )
 
     @server.command("status")
     def status(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-        """Whether the shared server runs, its pid and API URL."""
+        """Whether the shared server runs, its pid and API URL; the warm command server too."""
         import json
 
+        from runtime import warm
         from runtime.local_server import server_status
 
-        info = server_status()
+        info = {**server_status(), **warm.status()}
         if as_json:
             sys.stdout.write(json.dumps(info, indent=2) + "\n")
-        elif info["running"]:
+            return
+        if info["running"]:
             sys.stdout.write(f"running: pid {info['pid']}, {info['api_url']}\n")
         else:
             sys.stdout.write("not running\n")
+        if info["warm_running"]:
+            sys.stdout.write(f"warm commands: running: pid {info['warm_pid']}\n")
+        else:
+            off = "" if info["warm_enabled"] else " (GREYLAB_WARM=0)"
+            sys.stdout.write(f"warm commands: not running{off}\n")
 
     @server.command("stop")
     def stop() -> None:
-        """Stop the shared server now (the next command starts one again)."""
+        """Stop the shared server and the warm command server now (the next commands start
+        them again; commands running in the warm server finish)."""
+        from runtime import warm
         from runtime.local_server import stop_server
 
         pid = stop_server()
         sys.stdout.write(f"stopped pid {pid}\n" if pid else "not running\n")
+        warm_pid = warm.stop()
+        sys.stdout.write(f"warm commands: stopped pid {warm_pid}\n" if warm_pid
+                         else "warm commands: not running\n")  # fmt: skip
 
     return server
 
@@ -111,16 +132,28 @@ def _start(argv: list[str] | None) -> None:
         check_local_store(settings)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run one command; its exit code. As the command's own process (`argv` None) it runs
-    deferred tracking after the answer is printed (`runtime.deferred`) and leaves without the
-    interpreter's teardown (`_leave_at_exit`)."""
+def main(argv: list[str] | None = None, *, warm_path: bool = True) -> int:
+    """Run one command; its exit code. As the command's own process (`argv` None) it first
+    tries the warm fork server (`runtime.warm`; on success this process leaves with the
+    command's exit code), then runs the command itself: deferred tracking after the answer is
+    printed (`runtime.deferred`), and it leaves without the interpreter's teardown
+    (`_leave_at_exit`). `warm_path=False`: never the warm server (`python -m flows.cli`, whose
+    working folder is on `sys.path`, unlike the console script's and the server's)."""
+    from runtime import warm
+
+    warm.remember_environment()  # as the command got it, before `_start` adds defaults
+    if argv is None and warm_path and not _WARM_CHILD:
+        outcome = warm.run(sys.argv, preload="flows.cli:warm_preload",
+                           entry="flows.cli:warm_child_main")  # fmt: skip
+        if outcome is not None:
+            _leave_client(outcome)
     if argv is None:
         import atexit
 
         from runtime import deferred
 
-        atexit.register(_leave_at_exit)  # registered first: runs after every other handler
+        if not _LEAVE_REGISTERED:  # a warm child: registered before the preload's handlers
+            atexit.register(_leave_at_exit)  # registered first: runs after every other handler
         deferred.enable()  # tracking that may wait runs after the answer (runtime.deferred)
     code = _main(argv)
     if argv is None:
@@ -133,6 +166,72 @@ def main(argv: list[str] | None = None) -> int:
 
 #: the exit code `main` returned (for `_leave_at_exit`); empty when it raised
 _EXIT_CODE: list[int] = []
+#: this process is a child of the warm fork server (`warm_child_main`)
+_WARM_CHILD = False
+#: `_leave_at_exit` is registered already (by `warm_preload`, before any import's handler)
+_LEAVE_REGISTERED = False
+
+
+def _leave_client(outcome: int | tuple[str, int]) -> None:
+    """The warm client leaves as its command did: with its exit code, or killed by the same
+    signal."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    if isinstance(outcome, tuple):
+        import signal
+        import time
+
+        signal.signal(outcome[1], signal.SIG_DFL)
+        os.kill(os.getpid(), outcome[1])
+        time.sleep(1.0)
+        os._exit(128 + outcome[1])
+    os._exit(outcome)
+
+
+def warm_preload() -> None:
+    """In the warm fork server (`runtime.warm`), before it serves: what every command imports
+    (the command tree, the study flows with Prefect, MLflow's tracking and registry stores,
+    matplotlib), with the environment applied first as `_start` does. Starts no thread."""
+    import atexit
+
+    global _LEAVE_REGISTERED
+    atexit.register(_leave_at_exit)  # as in `main`: before any handler of an import
+    _LEAVE_REGISTERED = True
+    apply_environment()
+    from runtime.server_guard import install_import_hook
+
+    install_import_hook()
+    build_app()
+    from flows.studies import STUDIES
+
+    modules = [study.cli.rsplit(".", 1)[0] + ".flow" for study in STUDIES]
+    modules += ["tracking.mlflow_tracker", "products.register", "flows.cli_common",
+                "mlflow.store.tracking.sqlalchemy_store", "mlflow.store.model_registry.sqlalchemy_store",
+                "mlflow.pyfunc", "matplotlib.pyplot", "prefect.flow_engine", "prefect.task_engine",
+                "prefect.client.orchestration", "prefect.task_runners", "anyio._backends._asyncio",
+                # imported lazily on the way of a command (measured: a press detect's new
+                # modules after this preload; pandera's backends, MLflow's stores and logging)
+                "pandera", "dask.dataframe", "dask.array", "hypothesis.extra.pandas", "graphviz",
+                "pyarrow", "pyarrow.parquet", "jinja2", "alembic.command", "alembic.config",
+                "PIL.PngImagePlugin", "email.policy", "scipy.stats", "scipy.optimize",
+                "pandera.accessors.pandas_accessor", "pandera.strategies.pandas_strategies",
+                "pandera.typing.dask", "pandera.typing.geopandas", "pandera.typing.modin",
+                "pandera.typing.pyspark", "pandera.backends.register_checks",
+                "matplotlib.backends.backend_agg", "sqlalchemy.dialects.sqlite", "prefect.artifacts",
+                "prefect.utilities.visualization", "products.pyfunc", "netrc", "typer._adapters",
+                "mlflow.store.workspace_aware_mixin", "PIL.JpegImagePlugin", "PIL.WebPImagePlugin",
+                "PIL.GifImagePlugin", "PIL.BmpImagePlugin", "PIL.PpmImagePlugin"]  # fmt: skip
+    for module in modules:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(module)
+
+
+def warm_child_main() -> int:
+    """A warm child's command (`runtime.warm`): `main` as the command's own process."""
+    global _WARM_CHILD
+    _WARM_CHILD = True
+    return main()
 
 
 def _leave_at_exit() -> None:
@@ -148,6 +247,10 @@ def _leave_at_exit() -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
+    if _WARM_CHILD:
+        from runtime.warm_daemon import report_exit
+
+        report_exit(_EXIT_CODE[0])  # the warm client exits with it
     os._exit(_EXIT_CODE[0])
 
 
@@ -226,4 +329,4 @@ def _internal(exc: BaseException) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(warm_path=False))

@@ -48,9 +48,10 @@ START_TIMEOUT_S = 120.0
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def idle_seconds(env: dict[str, str] | None = None) -> float:
-    """`GREYLAB_SERVER_IDLE` in seconds (0: no shared server); bad values are an InputError."""
-    raw = (os.environ if env is None else env).get(IDLE_ENV, "").strip()
+def idle_seconds(env: dict[str, str] | None = None, name: str = IDLE_ENV) -> float:
+    """`GREYLAB_SERVER_IDLE` in seconds (0: no shared server); bad values are an InputError.
+    `name`: another idle variable with the same rules (`runtime.warm`'s `GREYLAB_WARM_IDLE`)."""
+    raw = (os.environ if env is None else env).get(name, "").strip()
     if not raw:
         return DEFAULT_IDLE_S
     try:
@@ -60,9 +61,10 @@ def idle_seconds(env: dict[str, str] | None = None) -> float:
     if not 0 <= value <= MAX_IDLE_S:
         from methods.errors import InputError
 
+        zero = "a temporary server per command" if name == IDLE_ENV else "stop when idle"
         raise InputError(
-            f"environment variable {IDLE_ENV}={raw[:40]!r}: expected seconds from 0 (a temporary "
-            f"server per command) to {MAX_IDLE_S:g}"
+            f"environment variable {name}={raw[:40]!r}: expected seconds from 0 ({zero}) to "
+            f"{MAX_IDLE_S:g}"
         )
     return value
 
@@ -192,15 +194,17 @@ def ensure_server(idle: float | None = None, timeout: float = START_TIMEOUT_S) -
     )
 
 
-def _terminate(pid: int, wait: float = 10.0) -> bool:
-    """SIGTERM, then SIGKILL after `wait` seconds; True when the process is gone."""
+def _terminate(pid: int, wait: float = 10.0, ours: Any = None) -> bool:
+    """SIGTERM, then SIGKILL after `wait` seconds; True when the process is gone. `ours(pid)`:
+    whether the pid still runs the process meant (default: a shared server)."""
+    ours = _ours if ours is None else ours
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, os.WNOHANG)
-        if not _ours(pid):
+        if not ours(pid):
             return True
         time.sleep(0.1)
     with contextlib.suppress(ProcessLookupError):

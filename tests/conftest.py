@@ -17,3 +17,7 @@ os.environ.setdefault("GREYLAB_ALLOWED_DATA_ROOTS", os.sep)
 # shared local server (runtime/local_server.py) would outlive every temporary GREYLAB_HOME for
 # its idle time; its own tests set the variable themselves.
 os.environ.setdefault("GREYLAB_SERVER_IDLE", "0")
+# Commands run in-process, not in the warm fork server (runtime/warm.py): a daemon per
+# temporary GREYLAB_HOME would outlive the test by its idle time; its own tests
+# (tests/flows/test_warm_cli.py) enable it and stop what they start.
+os.environ.setdefault("GREYLAB_WARM", "0")
