@@ -52,6 +52,9 @@ def build_deployments(names: list[str] | None = None) -> list[Any]:
                 tags=entry.get("tags"),
                 parameters=entry.get("parameters") or {},
                 schedules=schedules or None,
+                # the form and the server check the settings (docs/operations.md); scripts
+                # with some settings only: deployments.runs.run_deployment
+                enforce_parameter_schema=entry.get("enforce_parameter_schema", True),
             )
         )
     if names and len(deployments) != len(names):

@@ -238,15 +238,19 @@ def with_settings(
 
 def lab_form(schema: dict[str, Any], model: type[BaseModel]) -> None:
     """The settings model's JSON schema as the Prefect form shows it (`model_config =
-    ConfigDict(json_schema_extra=lab_form)`): every field that cannot be empty is required
-    in what the form submits (text typed into a number field leaves it empty: the form
-    refuses it instead of sending nothing, which would run the default), `Limit` maxima from the worker's limits, a choice
-    of an Enum inline (no class name on the form), the range of every number at the end of
-    its description, and "empty" as the name of the empty alternative of an optional field.
+    ConfigDict(json_schema_extra=lab_form)`): every field that cannot be empty is `required`
+    (the form labels it without "(Optional)", and text typed into a number field, which
+    leaves the field empty, is refused instead of sent as nothing, which would run the
+    default), `Limit` maxima from the worker's limits, a choice of an Enum inline (no class
+    name on the form), the range of every number at the end of its description, and "empty"
+    as the name of the empty alternative of an optional field.
 
-    The form checks the schema before it submits (and the server again) because deployments
-    enforce their parameter schema; an API caller may still send some settings only (see
-    the `if`/`then` below) and the flow's settings model checks what it gets."""
+    The form checks the schema before it submits, and the server again, because deployments
+    enforce their parameter schema (`enforce_parameter_schema`, Prefect's default; the form's
+    "Validate parameters" box starts from it). An API caller who sends some settings only
+    starts the run with the schema check off (`deployments.runs.run_deployment`, the REST
+    field `enforce_parameter_schema: false`): the flow's settings model fills in the defaults
+    and checks every value, failing the run once with the message (docs/operations.md)."""
     properties = schema.get("properties", {})
     required = []
     for name, field in model.model_fields.items():
@@ -271,17 +275,7 @@ def lab_form(schema: dict[str, Any], model: type[BaseModel]) -> None:
         bounds = _bounds(_non_null(prop))
         if bounds and prop.get("description"):
             prop["description"] = f"{prop['description']} (range: {bounds})"
-    # The form always sends every on/off switch (a checkbox has a value) and drops a field
-    # left empty; an API caller may send some settings only (the flow fills in the rest):
-    # so a submission with every switch must carry every field that cannot be empty.
-    switches = [
-        n for n, f in model.model_fields.items() if f.annotation is bool and n in properties
-    ]
-    if switches:
-        schema["if"] = {"required": switches}
-        schema["then"] = {"required": required}
-    else:
-        schema["required"] = required
+    schema["required"] = required
 
 
 def _non_null(prop: dict[str, Any]) -> dict[str, Any]:

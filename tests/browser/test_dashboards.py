@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "build" / "browser-shots"
 CHROMIUM = os.environ.get("GREYLAB_CHROMIUM", "/usr/bin/chromium")
 DEPLOYMENT = "press-uncertainty/press-uncertainty"
+VALIDATION = "model-validation/model-validation"
 
 
 def _get(url: str) -> Any:
@@ -50,7 +51,7 @@ def _post(url: str, body: dict[str, Any]) -> Any:
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[dict[str, str]]:
     """Prefect server with UI + MLflow server (as docs/operations.md starts it) + `greylab
-    serve --only press-uncertainty`."""
+    serve --only press-uncertainty,model-validation`."""
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} missing: `make browser` installs Debian's chromium")
     with prefect_server(tmp_path, ui=True) as api, mlflow_ui_server(tmp_path) as mlflow:
@@ -60,23 +61,27 @@ def stack(tmp_path: Path) -> Iterator[dict[str, str]]:
         with log.open("wb") as sink:
             served = subprocess.Popen(
                 with_parent([sys.executable, "-m", "flows.cli", "serve", "--only",
-                             "press-uncertainty"]),
+                             "press-uncertainty,model-validation"]),
                 stdout=sink, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
                 start_new_session=True,
             )  # fmt: skip
         try:
             deployment = _wait_for_deployment(api, served, log)
+            validation = _wait_for_deployment(api, served, log, VALIDATION)
             yield {"api": api, "ui": api.removesuffix("/api"), "mlflow": mlflow,
-                   "deployment": deployment, "log": str(log)}  # fmt: skip
+                   "deployment": deployment, "validation": validation, "log": str(log),
+                   "data": str(tmp_path)}  # fmt: skip
         finally:
             stop(served)
 
 
-def _wait_for_deployment(api: str, served: subprocess.Popen, log: Path) -> str:
+def _wait_for_deployment(
+    api: str, served: subprocess.Popen, log: Path, name: str = DEPLOYMENT
+) -> str:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and served.poll() is None:
         try:
-            return str(_get(f"{api}/deployments/name/{DEPLOYMENT}")["id"])
+            return str(_get(f"{api}/deployments/name/{name}")["id"])
         except OSError:
             time.sleep(1)
     pytest.fail(f"the deployment never appeared:\n{log.read_text()[-3000:]}")
@@ -90,31 +95,42 @@ def _field(page: Any, label: str) -> Any:
 
 def _choose(page: Any, label: str, value: str) -> None:
     """Pick `value` in a select of the form as from the keyboard (a headless click only
-    focuses it): open, move the highlight to the option, take it."""
+    focuses it): open the list, type into its search box (it has the focus), move the
+    highlight to the one option left, take it."""
     field = _field(page, label)
-    select = field.locator("button.p-select-button__control")
-    highlighted = page.locator(".p-select-option--highlighted")
-    for _ in range(20):
-        select.press("ArrowDown")
-        page.wait_for_timeout(250)  # the highlight moves on the next render
-        if highlighted.count() and highlighted.first.inner_text().strip() == value:
-            select.press("Enter")
-            page.wait_for_timeout(250)
-            assert field.locator(".p-select-button__value").inner_text().strip() == value
-            return
-    pytest.fail(f"{label}: option {value!r} not reachable")
+    field.locator("button.p-select-button__control").press("ArrowDown")  # opens the list
+    options = page.locator(".p-select-option")
+    options.first.wait_for()
+    page.keyboard.type(value)
+    page.locator(".p-select-option", has_text=re.compile(f"^{value}$")).wait_for()
+    for _ in range(10):
+        highlighted = page.locator(".p-select-option--highlighted")
+        if highlighted.count() == 1 and highlighted.inner_text().strip() == value:
+            break
+        page.keyboard.press("ArrowDown")
+        page.wait_for_timeout(300)  # the highlight moves on the next render
+    else:
+        pytest.fail(f"{label}: option {value!r} not reachable: {options.all_inner_texts()}")
+    page.keyboard.press("Enter")
+    page.wait_for_timeout(300)
+    assert field.locator(".p-select-button__value").inner_text().strip() == value
 
 
 def _refused(page: Any, field_input: Any, typed: str, expected: str, shot: str) -> None:
     """Type `typed` into a number field (as from the keyboard: Chromium keeps no letters in
     a number input) and submit: the form stays open and says why (`expected`); then the
     field gets its default back."""
-    field_input.click()
-    field_input.press("Control+a")
-    field_input.press("Backspace")
-    page.keyboard.type(typed)
-    field_input.press("Tab")  # the form takes the value on change, as from a user moving on
-    assert field_input.input_value() == (typed if typed.isdigit() else "")  # no letters kept
+    kept = typed if typed.isdigit() else ""  # Chromium keeps no letters in a number input
+    for _ in range(3):  # a re-render of the form (its last check) may eat keys: type again
+        field_input.click()
+        field_input.press("Control+a")
+        field_input.press("Backspace")
+        page.keyboard.type(typed)
+        field_input.press("Tab")  # the form takes the value on change, as a user moving on
+        if field_input.input_value() == kept:
+            break
+        page.wait_for_timeout(500)
+    assert field_input.input_value() == kept
     # The form validates through the server before it submits; a click that lands while an
     # earlier validation is still in flight is dropped by the UI (seen once on a loaded CI
     # machine), so a user would click again: up to 4 clicks, each given 15 s.
@@ -125,7 +141,7 @@ def _refused(page: Any, field_input: Any, typed: str, expected: str, shot: str) 
         try:
             message.wait_for(timeout=15_000)
             break
-        except Exception:  # noqa: BLE001 - playwright's TimeoutError; retried, then reported
+        except Exception:  # playwright's TimeoutError: retried, then reported
             continue
     else:
         _shot(page, f"{shot}-FAILED")
@@ -161,7 +177,7 @@ def _summary_at_a_laptops_width(page: Any, ui: str, api: str, flow_run_id: str,
     page.set_viewport_size({"width": 1400, "height": 1000})
 
 
-def _registry(page: Any, mlflow: str, headline: str) -> None:
+def _registry(page: Any, mlflow: str, headline: str) -> list[str]:
     """The registered models after the run: each model that passed is its name's `champion`
     (a rejected one would not be), the version's description leads with the verdict, and
     the parent run carries every model's verdict as a metric (MLflow's compare of parents)."""
@@ -185,6 +201,53 @@ def _registry(page: Any, mlflow: str, headline: str) -> None:
     inputs.click()  # the schema opens collapsed
     page.get_by_text("force_N").first.wait_for()
     _shot(page, "9-registry-version-signature")
+    return [f"press-{model}" for model in passed]
+
+
+def _labels_say_what_may_be_empty(page: Any) -> None:
+    """A number that cannot be empty is labelled without "(Optional)" (the form's required
+    list, docs/operations.md); a setting where empty means something keeps the mark."""
+    for label in ("N Tests", "Tol", "Seed", "Batch Size", "Calibration Fraction"):
+        text = _label(page, label)
+        assert text.startswith(label) and "(Optional)" not in text, text
+    assert "(Optional)" in _label(page, "Max Sensors")  # empty = no limit
+
+
+def _label(page: Any, label: str) -> str:
+    return _field(page, label).locator("span.schema-form-property__label").first.inner_text()
+
+
+def _validation_from_the_form(page: Any, stack: dict[str, str], models: list[str]) -> None:
+    """The model-validation deployment rerun from its form: the kinds are a choice, the
+    model that passed (its champion) validated on new measurements, the run renamed to its
+    outcome and its summary on the run page."""
+    from models.press import simulate_press
+
+    data = Path(stack["data"]) / "new-measurements.csv"
+    simulate_press(truth="M3", seed=7)[0].to_csv(data, index=False)
+    ui, api = stack["ui"], stack["api"]
+    page.goto(f"{ui}/deployments/deployment/{stack['validation']}/run")
+    page.wait_for_load_state("networkidle")
+    assert _field(page, "Kind").locator(".p-select-button__value").inner_text().strip() == "press"
+    assert "(Optional)" not in _label(page, "Model")
+    _field(page, "Model").locator("textarea, input").first.fill(models[0])
+    _field(page, "Data").locator("textarea, input").first.fill(str(data))
+    _shot(page, "10-validation-form")
+    page.get_by_role("button", name="Submit").click()
+    page.wait_for_url(re.compile(r".*tab=Runs"))
+    flow_run_id = _submitted_run(api, stack["validation"])
+    run = _wait_for_run(api, flow_run_id, timeout=180)
+    assert run["state"]["type"] == "COMPLETED", Path(stack["log"]).read_text()[-3000:]
+    assert run["parameters"]["settings"]["version"] == "champion"
+    assert run["name"].startswith(f"validation: {models[0]} v") and "R^2" in run["name"]
+    artifacts = _post(f"{api}/artifacts/filter",
+                      {"artifacts": {"flow_run_id": {"any_": [flow_run_id]}}})  # fmt: skip
+    (summary,) = [a for a in artifacts if a["key"] == "validation-summary"]
+    page.goto(f"{ui}/artifacts/artifact/{summary['id']}")
+    page.wait_for_load_state("networkidle")
+    page.locator("table").first.get_by_text("RMSE").wait_for()
+    page.get_by_text("outside the 95 % prediction band").first.wait_for()
+    _shot(page, "11-validation-summary")
 
 
 def _shot(page: Any, name: str) -> None:
@@ -231,6 +294,7 @@ def test_a_rerun_from_the_prefect_ui_shows_its_verdict_and_opens_mlflow(stack) -
             n_tests = _field(page, "N Tests").locator("input")
             assert n_tests.input_value() == "50"
             _field(page, "N Tests").get_by_text("(range: 1 to 10,000)").wait_for()
+            _labels_say_what_may_be_empty(page)
             _shot(page, "1-custom-run-form")
             # 1b. text typed into a number field is refused, not run as the default; a number
             # above the worker's limit is refused before submit (no run is created: the only
@@ -285,7 +349,8 @@ def test_a_rerun_from_the_prefect_ui_shows_its_verdict_and_opens_mlflow(stack) -
             page.get_by_role("tab", name="Artifacts").click()
             page.get_by_text("figures").first.wait_for()
             _shot(page, "7-mlflow-artifacts")
-            _registry(page, stack["mlflow"], headline)
+            passed = _registry(page, stack["mlflow"], headline)
+            _validation_from_the_form(page, stack, passed)
         finally:
             _shot(page, "last")
             browser.close()

@@ -127,7 +127,7 @@ def test_numbers_and_choices_cannot_be_left_empty_in_the_form(name: str) -> None
     browser: the submitted study lacks the key, so the default ran). Checked with Prefect's
     own validator, as the form and the server call it: a form submission (every field, as the
     form sends them) that lacks a field that cannot be empty is refused at that field; an API
-    caller's partial settings pass (the flow fills in the defaults). Optional fields (empty
+    caller's partial settings need the check off (the flow fills in the defaults). Optional fields (empty
     means something, said in the description) may be empty."""
     from prefect.utilities.schema_tools.validation import build_error_obj, validate
 
@@ -147,8 +147,11 @@ def test_numbers_and_choices_cannot_be_left_empty_in_the_form(name: str) -> None
                           preprocess=False)  # fmt: skip
         assert errors, f"{name}.{field}: left empty, the form would run the default"
         assert build_error_obj(errors)["errors"][0]["errors"][0]["property"] == field
-    some = {"experiment": "api-caller"}  # an API caller's partial settings
-    assert validate({key: some}, schema, raise_on_error=False) == []
+    # an API caller's partial settings: refused by the schema (the form shows no
+    # "(Optional)"), run with the check off (deployments.runs) and filled in by the flow
+    some = {"experiment": "api-caller"}
+    assert validate({key: some}, schema, raise_on_error=False) != []
+    assert FLOWS[name].validate_parameters({key: some})[key].experiment == "api-caller"
 
 
 @pytest.mark.parametrize(

@@ -120,12 +120,24 @@ def test_deployment_triggered_through_the_api(home: Path, tmp_path: Path) -> Non
                 stdout=sink, stderr=subprocess.STDOUT, env=env, start_new_session=True,
             )  # fmt: skip
         try:
+            # some settings only (a script's call): Prefect's run_deployment keeps the
+            # schema check (the form's) and is refused, naming a missing setting; greylab's
+            # starts the run with the check off and the flow fills in the defaults
             code = (
-                "import sys, asyncio\n"
-                "from prefect.deployments import run_deployment\n"
-                "run = run_deployment('press-uncertainty/press-uncertainty', timeout=600,\n"
-                "    parameters={'study': {'n_tests': 8, 'split': 'series', 'twin_truth': 'M2',\n"
-                "                          'models': ['M2', 'M3'], 'experiment': 'ui-rerun'}})\n"
+                "import prefect.deployments\n"
+                "from deployments.runs import run_deployment\n"
+                "study = {'n_tests': 8, 'split': 'series', 'twin_truth': 'M2',\n"
+                "         'models': ['M2', 'M3'], 'experiment': 'ui-rerun'}\n"
+                "try:\n"
+                "    prefect.deployments.run_deployment('press-uncertainty/press-uncertainty',\n"
+                "                                       parameters={'study': study}, timeout=0)\n"
+                "except Exception as exc:\n"
+                "    print('refused:', exc)\n"
+                "bad = run_deployment('press-uncertainty/press-uncertainty',\n"
+                "                     {'study': {'n_tests': 50000}}, timeout=120)\n"
+                "print('bad:', bad.state.type.value, bad.state.message)\n"
+                "run = run_deployment('press-uncertainty/press-uncertainty', {'study': study},\n"
+                "                     timeout=600)\n"
                 "print(run.state.type.value)\n"
             )
             deadline = time.monotonic() + 120
@@ -152,6 +164,9 @@ def test_deployment_triggered_through_the_api(home: Path, tmp_path: Path) -> Non
             assert trigger.stdout.strip().endswith("COMPLETED"), (
                 trigger.stdout + trigger.stderr + log.read_text()[-3000:]
             )
+            assert "refused:" in trigger.stdout and "is a required property" in trigger.stdout
+            # with the check off the flow's settings still check every value: fails once
+            assert "bad: FAILED" in trigger.stdout and "n_tests" in trigger.stdout
         finally:
             stop(served)
 

@@ -234,7 +234,7 @@ def _deploy_and_run(top: _Topology) -> None:
              "forward_check": False, "experiment": "topology-check"}  # fmt: skip
     code = (
         "import json, sys\n"
-        "from prefect.deployments import run_deployment\n"
+        "from deployments.runs import run_deployment  # some settings only: the flow's defaults\n"
         "run = run_deployment('inverse-simulation/inverse-simulation', timeout=180,\n"
         f"    parameters={{'study': json.loads({json.dumps(json.dumps(study))})}})\n"
         "print(run.state.type.value)\n"
