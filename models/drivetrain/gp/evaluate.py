@@ -212,7 +212,7 @@ class _Objective:
 
     def __init__(
         self,
-        make: Callable[[int, int], CompiledSimulator],
+        make: Callable[..., CompiledSimulator],
         sim: CompiledSimulator,
         data: RecordingArrays,
         n_fit: int,
@@ -433,7 +433,9 @@ def _settle(
         target = max(n, objective.stable_substeps(z))
         if target == n and accuracy:
             r_n = objective.raw_residual(z, objective.sim)
-            r_2n = objective.raw_residual(z, objective.make(objective.sim.n_samples, 2 * n))
+            # one simulation: interpreted, no C compile for a count that may never be used
+            finer = objective.make(objective.sim.n_samples, 2 * n, native=False)
+            r_2n = objective.raw_residual(z, finer)
             cost = float(r_n @ r_n) if np.all(np.isfinite(r_n)) else np.inf
             diff = float(np.sum((r_2n - r_n) ** 2)) if np.isfinite(cost) else np.inf
             allowed = ACCURACY * max(cost, ACCURACY_FLOOR)
@@ -466,8 +468,9 @@ def _identify(
     n_res = screened_samples(n_fit, ident) if not spec.refine else n_fit
     jit: dict[str, Any] = {"jit": ident.jit, "jit_opt": ident.jit_opt, "jit_after": ident.jit_after}
 
-    def make(n_samples: int, n_sub: int) -> CompiledSimulator:
-        return get_simulator(spec.structure, n_samples, data.dt, n_sub=n_sub, **jit, **kit)
+    def make(n_samples: int, n_sub: int, native: bool = True) -> CompiledSimulator:
+        options = jit if native else {"jit": False}
+        return get_simulator(spec.structure, n_samples, data.dt, n_sub=n_sub, **options, **kit)
 
     model = cached_model(spec.structure, **kit)
     start = model.values({k: v for k, v in spec.start if k in model.param_names})
