@@ -314,14 +314,6 @@ def press(bench: Bench, root: Path, jit: Path, show: bool) -> None:
         if show:
             parts = breakdown(PRESS, _env(home, idle, jit), cwd)
             print(f"press, warm home, {label} server:", _fmt(parts), flush=True)
-            if label == "shared":
-                parts = breakdown(PRESS, _env(home, idle, jit), cwd, defer=True)
-                print(
-                    "press, warm home, shared server, figures deferred after the answer "
-                    "(the hook of runtime.deferred):",
-                    _fmt(parts),
-                    flush=True,
-                )
         _stop(home)
 
 

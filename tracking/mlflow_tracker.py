@@ -4,6 +4,11 @@ Everything that talks to MLflow goes through `Tracker`. It logs with `MlflowClie
 ids (fluent runs are thread-local and invisible inside Prefect thread-pool tasks), sends
 metrics in batches (one `log_batch` call is 30-300x faster than a call per value), and creates
 the SQLite store once before any parallel logging (concurrent creation races on migrations).
+Params, tags and metrics of a run this tracker started are gathered and sent together (`flush`:
+one `log_batch` per run within MLflow's batch limits, a SQLite transaction each) when the run
+ends, before another run starts and before a model is logged from it (issue 31: a press study
+made 29 `log_batch` calls); values for any other run (ended, or started elsewhere) are sent at
+once. A run cut off by a killed process keeps what was sent by then.
 
 Names are consistent across studies so the MLflow compare view lines runs up:
 params are plain setting names (`model`, `split`, `tol`, ...), metrics `param.<name>`,
@@ -20,9 +25,11 @@ from __future__ import annotations
 import logging
 import re
 import tempfile
+import threading
 import time
 import warnings
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +50,30 @@ logging.getLogger("alembic").setLevel(logging.WARNING)
 
 _MAX_METRICS_PER_BATCH = 1000
 _MAX_PARAMS_PER_BATCH = 100
+_MAX_TAGS_PER_BATCH = 100
+_MAX_ENTITIES_PER_BATCH = 1000  # MLflow's limit of params + tags + metrics in one log_batch
+
+
+@dataclass
+class _Pending:
+    """A run's values not sent yet (in the order they came; a tag set twice keeps the last)."""
+
+    params: dict[str, str] = field(default_factory=dict)
+    tags: dict[str, str] = field(default_factory=dict)
+    metrics: list[Metric] = field(default_factory=list)
+
+
+def batches(pending: _Pending) -> Iterable[tuple[list[Param], list[RunTag], list[Metric]]]:
+    """`pending` cut into `log_batch` calls within MLflow's limits."""
+    params = [Param(k, v) for k, v in pending.params.items()]
+    tags = [RunTag(k, v) for k, v in pending.tags.items()]
+    metrics = list(pending.metrics)
+    while params or tags or metrics:
+        p, params = params[:_MAX_PARAMS_PER_BATCH], params[_MAX_PARAMS_PER_BATCH:]
+        t, tags = tags[:_MAX_TAGS_PER_BATCH], tags[_MAX_TAGS_PER_BATCH:]
+        room = min(_MAX_METRICS_PER_BATCH, _MAX_ENTITIES_PER_BATCH - len(p) - len(t))
+        m, metrics = metrics[:room], metrics[room:]
+        yield p, t, m
 
 
 def figure_key(artifact_file: str) -> str:
@@ -62,6 +93,9 @@ class Tracker:
         self.settings = settings or load_settings()
         # created under the store's file lock: MLflow creates/migrates a store on first open
         self.client: MlflowClient = tracking_client(self.settings)
+        self._pending: dict[str, _Pending] = {}
+        self._open: set[str] = set()  # runs started here and not ended: their values wait
+        self._lock = threading.Lock()
 
     # -- store and runs -------------------------------------------------------------
     def ensure_store(self) -> None:
@@ -103,33 +137,62 @@ class Tracker:
         tags: Mapping[str, str] | None = None,
     ) -> str:
         all_tags = {**run_tags(study, parent_run_id, tags), **owner_tags()}
+        self.flush()  # what the runs so far logged, before this one exists
         run = self.client.create_run(self.experiment_id(experiment), run_name=name, tags=all_tags)
+        with self._lock:
+            self._open.add(run.info.run_id)
         return run.info.run_id
 
     def end_run(self, run_id: str, *, failed: bool = False) -> None:
-        self.client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
+        with self._lock:
+            self._open.discard(run_id)
+        try:
+            self.flush(run_id)
+        finally:  # a run whose values MLflow refused still ends (FAILED when it failed)
+            self.client.set_terminated(run_id, status="FAILED" if failed else "FINISHED")
 
-    # -- values -----------------------------------------------------------------------
+    # -- values: gathered per run, sent by `flush` -----------------------------------
+    def _add(self, run_id: str, params: Mapping[str, str] = {}, tags: Mapping[str, str] = {},
+             metrics: Iterable[Metric] = ()) -> None:  # fmt: skip
+        with self._lock:
+            pending = self._pending.setdefault(run_id, _Pending())
+            clash = any(pending.params.get(k, v) != v for k, v in params.items())
+        if clash:  # a param logged again with another value: MLflow refuses it, as before
+            self.flush(run_id)
+        with self._lock:
+            pending = self._pending.setdefault(run_id, _Pending())
+            pending.params.update(params)
+            pending.tags.update(tags)
+            pending.metrics.extend(metrics)
+            now = run_id not in self._open  # a run ended or not started here: at once
+        if now:
+            self.flush(run_id)
+
+    def flush(self, run_id: str | None = None) -> None:
+        """Send the gathered params, tags and metrics of `run_id` (default: of every run)."""
+        with self._lock:
+            ids = list(self._pending) if run_id is None else [run_id]
+            taken = [(i, self._pending.pop(i)) for i in ids if i in self._pending]
+        for i, pending in taken:
+            for params, tags, metrics in batches(pending):
+                self.client.log_batch(i, metrics=metrics, params=params, tags=tags)
+
     def log_params(self, run_id: str, params: Mapping[str, Any]) -> None:
-        items = [Param(str(k), param_text(v)) for k, v in params.items()]
-        for start in range(0, len(items), _MAX_PARAMS_PER_BATCH):
-            self.client.log_batch(run_id, params=items[start : start + _MAX_PARAMS_PER_BATCH])
+        self._add(run_id, params={str(k): param_text(v) for k, v in params.items()})
 
     def set_tags(self, run_id: str, tags: Mapping[str, Any]) -> None:
-        self.client.log_batch(run_id, tags=[RunTag(str(k), str(v)) for k, v in tags.items()])
+        self._add(run_id, tags={str(k): str(v) for k, v in tags.items()})
 
     def log_metrics(self, run_id: str, metrics: Mapping[str, float], *, step: int = 0) -> None:
         now = int(time.time() * 1000)
-        self._send(run_id, [Metric(k, finite(v), now, step) for k, v in metrics.items()])
+        self._add(run_id, metrics=[Metric(k, finite(v), now, step) for k, v in metrics.items()])
 
     def log_series(self, run_id: str, key: str, values: Iterable[float], *, start: int = 0) -> None:
-        """A stepped metric (`alpha_min` per test, best fitness per generation) in batches."""
+        """A stepped metric (`alpha_min` per test, best fitness per generation)."""
         now = int(time.time() * 1000)
-        self._send(run_id, [Metric(key, finite(v), now, start + i) for i, v in enumerate(values)])
-
-    def _send(self, run_id: str, metrics: list[Metric]) -> None:
-        for start in range(0, len(metrics), _MAX_METRICS_PER_BATCH):
-            self.client.log_batch(run_id, metrics=metrics[start : start + _MAX_METRICS_PER_BATCH])
+        self._add(
+            run_id, metrics=[Metric(key, finite(v), now, start + i) for i, v in enumerate(values)]
+        )
 
     # -- artifacts -----------------------------------------------------------------------
     def log_json(self, run_id: str, obj: Any, artifact_file: str) -> None:
@@ -138,15 +201,28 @@ class Tracker:
     def log_figure(self, run_id: str, figure: Any, artifact_file: str) -> None:
         """The figure as a PNG artifact, and as an image logged by key (`ellipsoid` for
         `figures/ellipsoid.png`, under `images/`) so MLflow's run comparison shows the
-        figures of several runs side by side."""
+        figures of several runs side by side. Drawn once: both come from the same pixels
+        (`savefig` at the figure's dpi would draw it again, twice with a layout engine, for
+        the same image; issue 31: the figures were the slowest part of tracking)."""
+        import matplotlib.image as mpimg
         import matplotlib.pyplot as plt
         import numpy as np
 
         try:
-            self.client.log_figure(run_id, figure, artifact_file)
+            if Path(artifact_file).suffix.lower() != ".png":  # another format: matplotlib's own
+                self.client.log_figure(run_id, figure, artifact_file)
             figure.canvas.draw()
-            pixels = np.asarray(figure.canvas.buffer_rgba())[..., :3].copy()
-            self.client.log_image(run_id, pixels, key=figure_key(artifact_file), step=0)
+            rgba = np.asarray(figure.canvas.buffer_rgba())
+            with tempfile.TemporaryDirectory() as tmp:
+                local = Path(tmp) / Path(artifact_file).name
+                mpimg.imsave(local, rgba, format="png", dpi=figure.dpi)
+                directory = str(Path(artifact_file).parent)
+                self.client.log_artifact(
+                    run_id, str(local), None if directory == "." else directory
+                )
+            self.client.log_image(
+                run_id, rgba[..., :3].copy(), key=figure_key(artifact_file), step=0
+            )
         finally:
             plt.close(figure)
 
@@ -200,6 +276,7 @@ class Tracker:
         `runs:/` form: a tracking server with proxied artifacts (`--artifacts-destination`)
         cannot resolve that one for the version page, which then shows no signature ("Inputs
         (0)", mlflow/mlflow#6334); its stored location it serves."""
+        self.flush(run_id)  # the run's values are in before a model is made from it
         self.client.log_artifacts(run_id, str(directory), artifact_path)
         root = self.client.get_run(run_id).info.artifact_uri.rstrip("/")
         return f"{root}/{artifact_path}"
