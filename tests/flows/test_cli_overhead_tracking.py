@@ -117,3 +117,32 @@ def test_a_param_logged_again_with_another_value_is_still_refused(
         tracker.log_params(run_id, {"a": 2})
         tracker.end_run(run_id)
     assert tracker.client.get_run(run_id).data.params == {"a": "1"}
+
+
+def test_a_figure_given_as_a_builder_is_built_after_the_answer() -> None:
+    from runtime import deferred
+    from tracking.memory import InMemoryTracker
+    from tracking.recorder import Run
+
+    tracker = InMemoryTracker()
+    run = Run(tracker, tracker.start_run("e", "r", study="test"))
+    built: list[str] = []
+
+    def build():  # type: ignore[no-untyped-def]
+        built.append("now")
+        return _figure("tight")
+
+    deferred.enable()
+    try:
+        run.figure(build, "figures/late.png")
+        run.figure(_figure(None), "figures/early.png")  # a built figure, as before
+        assert built == [] and deferred.pending() == 2  # nothing built before the answer
+        assert deferred.run_deferred() == []
+    finally:
+        deferred.enable(False)
+    assert built == ["now"]
+    artifacts = tracker.runs[run.id].artifacts
+    assert artifacts["figures/late.png"][:4] == artifacts["figures/early.png"][:4] == b"\x89PNG"
+    deferred.defer(lambda: None)  # deferral off again: a builder is built at once
+    run.figure(build, "figures/now.png")
+    assert built == ["now", "now"] and "figures/now.png" in tracker.runs[run.id].artifacts
