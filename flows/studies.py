@@ -22,7 +22,7 @@ from ingestion.rules import Study as DataKind
 from tasks.drive.records import DriveRecorder
 from tasks.ingest.records import IngestRecorder
 from tasks.inverse.records import InverseRecorder
-from tasks.press.records import PressRecorder
+from tasks.press.records import OLD_P_VALUES, P_VALUES, PressRecorder
 from tasks.validation.records import ValidationRecorder
 from tracking.compare import CompareSpec
 from tracking.recorder import Recorder
@@ -77,6 +77,7 @@ PRESS_RUNS = CompareSpec(
     headline="min_alpha",
     short=("run_id", "start", "model", "verdict", "min_alpha", "threshold", "study_run"),
     reference="threshold",
+    series=(P_VALUES, OLD_P_VALUES),  # per test; `min_alpha` is their minimum
 )
 DRIVE_RUNS = CompareSpec(
     kind="parent",

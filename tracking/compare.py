@@ -25,7 +25,10 @@ class CompareSpec:
     `child`: one per model or system); `lead`: the columns shown first; `headline`: the metric
     of the figure's first panel (`log`: on a log scale when positive); `short`: the default
     columns of the table (they fit 80 characters); `reference`: a column drawn as a mark over
-    the headline (the press test's threshold)."""
+    the headline (the press test's threshold); `series`: metrics logged once per step (per
+    test), old names included, that are not columns: their latest value is only the last
+    step's (the run page charts them; the table has the run's summary, e.g. `min_alpha`), so
+    runs recorded under an old name line up with new ones."""
 
     kind: str
     lead: tuple[str, ...]
@@ -33,6 +36,7 @@ class CompareSpec:
     short: tuple[str, ...]
     log: bool = True
     reference: str | None = None
+    series: tuple[str, ...] = ()
 
 
 # the columns `greylab compare` shows by default: they fit an 80-column terminal
@@ -96,7 +100,7 @@ def runs_table(
             "commit": tags.get("greylab.commit", "")[:12],
         }
         row |= dict(run.data.params)
-        row |= dict(run.data.metrics)
+        row |= {k: v for k, v in run.data.metrics.items() if k not in spec.series}
         rows.append(row)
     if not rows:
         return pd.DataFrame()

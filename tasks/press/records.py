@@ -1,8 +1,9 @@
 """What a press study records in MLflow: one parent run per invocation, a child per model.
 
 Parent: study settings, dataset lineage, normality report, design table and figure, verdicts.
-Child (one per candidate model): settings, estimates and standard errors, `alpha_min` per test
-(stepped metric, one batch), rejections, fit/ellipsoid/tests artifacts, ellipsoid and
+Child (one per candidate model): settings, estimates and standard errors, the p-value of every
+test (`P_VALUES`, stepped by test, one batch; its smallest is the scalar `min_alpha`, the one
+the verdict compares with `threshold`), rejections, fit/ellipsoid/tests artifacts, ellipsoid and
 hysteresis figures.
 """
 
@@ -25,6 +26,12 @@ from products.register import register
 from tracking.markdown import markdown_table
 from tracking.protocol import RunTracker
 from tracking.recorder import Recorder, Run
+
+#: the p-value of each test, one step per test (the core's `alpha_min`: the smallest level at
+#: which that test rejects); runs recorded before 2026-12-05 call the series `alpha_min`
+#: (`OLD_P_VALUES`), next to the scalar `min_alpha`, its minimum
+P_VALUES = "p_value"
+OLD_P_VALUES = "alpha_min"
 
 
 class PressRecorder(Recorder):
@@ -101,7 +108,7 @@ class PressRecorder(Recorder):
                 }
             )
             run.metrics(_model_metrics(fit, detection))
-            run.series("alpha_min", detection.alpha_min)
+            run.series(P_VALUES, detection.alpha_min)
             run.tags({"greylab.verdict": verdict})
             estimates = [[k, v, fit.standard_errors[k]] for k, v in fit.parameters.items()]
             note = (f"**{model}: {verdict}** ({detection.n_rejections} of {detection.n_tests} "

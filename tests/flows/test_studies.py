@@ -219,3 +219,35 @@ def test_a_fourth_study_from_the_recipe_shows_in_cli_compare_and_forms(tmp_path:
         """)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert form.returncode == 0 and "['text', 'times']" in form.stdout, form.stderr
+
+
+def test_press_runs_with_the_old_and_the_new_p_value_series_line_up(tmp_path, monkeypatch) -> None:
+    """The per-test p-values were the series `alpha_min` before 2026-12-05 and are `p_value`
+    since (tasks/press/records.py): `greylab compare` shows neither as a column (a series'
+    latest value is only its last test's) and gives old and new runs the same columns, with
+    `min_alpha`, the smallest p-value, for both."""
+    from flows.studies import PRESS_RUNS
+    from runtime.settings import load_settings
+    from tasks.press.records import OLD_P_VALUES, P_VALUES
+    from tracking.compare import runs_table
+    from tracking.mlflow_tracker import Tracker
+
+    monkeypatch.setenv("GREYLAB_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'm.db'}")
+    tracker = Tracker(load_settings())
+    tracker.ensure_store()
+    p_values = [0.4, 0.02, 0.7]
+    for series in (OLD_P_VALUES, P_VALUES):
+        parent = tracker.start_run("press-uncertainty", "press-study", study="press")
+        run = tracker.start_run("press-uncertainty", "model-M3", study="press",
+                                parent_run_id=parent)  # fmt: skip
+        tracker.log_params(run, {"model": "M3"})
+        tracker.log_series(run, series, p_values)
+        tracker.log_metrics(run, {"min_alpha": min(p_values), "threshold": 0.05 / 3})
+        tracker.end_run(run)
+        tracker.end_run(parent)
+    frame = runs_table("press", PRESS_RUNS, tracker=tracker)
+    assert len(frame) == 2 and frame["min_alpha"].tolist() == [0.02, 0.02]
+    assert not {P_VALUES, OLD_P_VALUES} & set(frame.columns), list(frame.columns)
+    history = tracker.client.get_metric_history(frame["run_id"].iloc[0], P_VALUES)
+    assert [m.value for m in sorted(history, key=lambda m: m.step)] == p_values

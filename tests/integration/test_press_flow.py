@@ -69,7 +69,7 @@ def test_press_and_drive_flows_on_a_dask_cluster(home: Path, dask_with_server) -
             "fit.json", "ellipsoid.json", "detection.json", "tests.csv",
             "figures/ellipsoid.png", "figures/hysteresis.png",
         }  # fmt: skip
-        steps = [m.step for m in _client().get_metric_history(run.info.run_id, "alpha_min")]
+        steps = [m.step for m in _client().get_metric_history(run.info.run_id, "p_value")]
         assert sorted(steps) == list(range(12))
     (parent,) = [r for r in runs if r.data.tags.get("greylab.kind") == "parent"]
     assert _artifacts(parent.info.run_id) >= {

@@ -149,8 +149,8 @@ def _check_press_child(child: RecordedRun, press: dict[str, Any], model: str, di
         "split": "random", "tol": "0.05", "n_tests": str(N_TESTS), "statistic": "difference",
         "correction": "bonferroni", "seed": "0", "calibration_fraction": "0.5", "paper": "false",
     }  # fmt: skip
-    alpha = [v for _, v in child.metrics["alpha_min"]]
-    assert [s for s, _ in child.metrics["alpha_min"]] == list(range(N_TESTS))
+    alpha = [v for _, v in child.metrics["p_value"]]  # per test (before 2026-12-05: alpha_min)
+    assert [s for s, _ in child.metrics["p_value"]] == list(range(N_TESTS))
     assert all(_same(a, float(b)) for a, b in zip(alpha, det.alpha_min, strict=True))
     for name, value in fit.parameters.items():
         assert child.metric(f"param.{name}") == float(value)
@@ -159,7 +159,7 @@ def _check_press_child(child: RecordedRun, press: dict[str, Any], model: str, di
     assert child.metric("rejected") == float(det.rejected)
     assert child.metric("threshold") == float(det.threshold)
     assert child.metric("fit_cost") == float(fit.cost)
-    assert set(child.metrics) == {"alpha_min", "rejected", "n_rejections", "n_failed",
+    assert set(child.metrics) == {"p_value", "rejected", "n_rejections", "n_failed",
                                   "inconclusive", "min_alpha", "threshold", "fit_cost"} | {
         f"{kind}.{name}" for kind in ("param", "stderr") for name in fit.parameters
     }  # fmt: skip
