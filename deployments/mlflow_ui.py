@@ -13,8 +13,10 @@ an experiment URL without the query.
 This module sets the default where it belongs, on the server: every HTML page it serves gets
 a one-line script that stores `machine_learning` in that entry when the browser has none (a
 user who switches to the GenAI view keeps that choice). Start the server as
-`python -m deployments.mlflow_ui server <mlflow server options>`: the same command line as
-`mlflow server`, with this app in front of MLflow's own (`tests/browser/test_mlflow_ui.py`
+`mlflow server --app-name greylab <options>` (the `mlflow.app` entry point `greylab` of
+pyproject.toml names `create_app`) or as `python -m deployments.mlflow_ui server <mlflow server
+options>`: the same command line as `mlflow server`, with this app in front of MLflow's own
+(`tests/browser/test_mlflow_ui.py` starts the first with MLflow's own app loader and
 checks the bundle still reads that key; `tests/browser/test_dashboards.py` checks the view
 from a fresh profile)."""
 
@@ -105,8 +107,9 @@ def create_app() -> MachineLearningView:
 def main(argv: list[str] | None = None) -> None:
     """`mlflow <argv>` (normally `server ...`) with this module's app as the server app.
 
-    MLflow chooses a custom app only by an installed `mlflow.app` entry point; rather than
-    require one, the launcher hands `mlflow server` the app directly. Only the default uvicorn
+    MLflow chooses a custom app by an installed `mlflow.app` entry point (greylab installs
+    `greylab`); the launcher hands `mlflow server` the app directly, so it works from a
+    checkout that was not installed too. Only the default uvicorn
     server is supported (an `--app-name` of its own, e.g. basic-auth, is refused)."""
     import mlflow.server as server
     from mlflow.cli import cli

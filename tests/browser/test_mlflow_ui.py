@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import mlflow
+import pytest
 
 from deployments.mlflow_ui import SCRIPT, STORAGE_KEY, VIEW, MachineLearningView, inject
 
@@ -78,3 +79,41 @@ def test_html_pages_get_the_script_with_a_correct_length_other_responses_pass() 
     assert body == b'{"a":1}' and len(sent) == 3  # streamed through, chunk by chunk
     _, body = _serve(b"text/html", [b"<html><head></head></html>"], method="POST")
     assert body == b"<html><head></head></html>"
+
+
+def test_mlflow_finds_the_greylab_app_by_its_entry_point() -> None:
+    """`mlflow server --app-name greylab` looks the app up among the installed `mlflow.app`
+    entry points (MLflow's own loader, `mlflow.server._find_app`) and runs it as a factory."""
+    from mlflow.server import _find_app, _is_factory
+
+    app = _find_app("greylab")
+    assert app == "deployments.mlflow_ui:create_app" and _is_factory(app)
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_mlflow_server_with_app_name_greylab_serves_the_default_view(tmp_path: Path) -> None:
+    """The real `mlflow server --app-name greylab` (MLflow's command, its app loader and
+    uvicorn's factory mode): the page carries the default-view script, the API answers."""
+    import os
+    import urllib.request
+
+    from tests.integration.services import BIN, free_port, service
+
+    port = free_port()
+    uri = f"http://127.0.0.1:{port}"
+    argv = [str(BIN / "mlflow"), "server", "--app-name", "greylab", "--host", "127.0.0.1",
+            "--port", str(port), "--backend-store-uri", f"sqlite:///{tmp_path / 'm.db'}",
+            "--artifacts-destination", str(tmp_path / "artifacts"), "--workers", "1"]  # fmt: skip
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    with service(argv, health=f"{uri}/health", log=tmp_path / "mlflow.log", env=env):
+        with urllib.request.urlopen(f"{uri}/", timeout=30) as response:
+            page = response.read()
+        request = urllib.request.Request(
+            f"{uri}/api/2.0/mlflow/experiments/search", data=b'{"max_results": 5}',
+            headers={"Content-Type": "application/json"},
+        )  # fmt: skip
+        with urllib.request.urlopen(request, timeout=30) as response:
+            experiments = json.load(response)["experiments"]
+    assert SCRIPT in page and page.index(SCRIPT) < page.index(b"</head>")
+    assert [e["name"] for e in experiments] == ["Default"]
