@@ -129,6 +129,9 @@ def test_the_evaluation_run_and_the_version_tags(env) -> None:
     assert recorded.versions == ("press-M3/1",)
     run = client.get_run(recorded.run_id)
     assert run.data.tags["greylab.kind"] == "validation"
+    # every evaluation run is the validation study's (flows/studies.py), of a press model
+    assert run.data.tags["greylab.study"] == "validation"
+    assert run.data.tags["greylab.model_kind"] == "press"
     assert run.data.tags["greylab.model_uri"] == "models:/press-M3/1"
     assert run.data.tags["greylab.model_run_id"] == full.model_run_id
     assert run.data.tags["greylab.data_hash"] == full.data_hash
