@@ -113,7 +113,8 @@ def _help(field: FieldInfo, kind: Any) -> str:
     text = f"{text} ({note})" if note and text else note or text
     if isinstance(kind, type) and issubclass(kind, enum.Enum) and kind.__doc__:
         doc = inspect.cleandoc(kind.__doc__)
-        if doc and not doc.startswith("An enumeration"):
+        said = " ".join(text.split())  # `explained` may have put the choices in already
+        if doc and not doc.startswith("An enumeration") and " ".join(doc.split()) not in said:
             text = f"{text}. {doc}" if text else doc
     bounds = _range(field)
     return f"{text} ({bounds})" if bounds else text
@@ -148,6 +149,8 @@ def _parameter(name: str, field: FieldInfo) -> inspect.Parameter:
     elif optional:
         kind = kind | None
     option = typer.Option(flag, *cli.aliases, help=text, case_sensitive=False)
+    if field.is_required() and cli.default is None:  # no default: the option is required
+        default = inspect.Parameter.empty
     return inspect.Parameter(
         name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=Annotated[kind, option]
     )

@@ -102,3 +102,16 @@ def test_data_outside_the_workers_folders_is_refused(tmp_path: Path, monkeypatch
         _settings(data="campaign:../../etc")
     with pytest.raises(ValidationError):
         _settings(data="campaign:nothing-ingested")
+
+
+def test_the_command_line_requires_the_model_and_the_data(capsys) -> None:
+    """Fields without a default are required options (not "default: PydanticUndefined"), and a
+    choice's explanation is said once."""
+    from flows.cli import main
+
+    assert main(["validation", "run", "--data", __file__]) == 2
+    assert "Missing option '--model'" in capsys.readouterr().err
+    assert main(["validation", "run", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    assert "PydanticUndefined" not in text and text.count("[required]") == 2
+    assert text.count("open-loop simulation") == 1
