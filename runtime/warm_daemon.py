@@ -75,6 +75,11 @@ class Daemon:
         self.idle = idle_seconds()
         started = time.perf_counter()
         _call(self.preload)
+        import gc
+
+        gc.collect()
+        gc.freeze()  # the preloaded objects: never scanned by a child's collector, whose every
+        # scan would otherwise write to (and so copy) each page of them after the fork
         import threading
 
         if threading.active_count() != 1:
@@ -280,6 +285,7 @@ def _child(conn: socket.socket, fds: list[int], request: dict[str, Any], entry: 
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed()  # legacy global state: fresh, as in a new process
     _REPORT.append(conn)
+    _profile(os.environ.get(PROFILE_ENV))
     code = 1
     try:
         result = _call(entry)
@@ -300,6 +306,27 @@ def _child(conn: socket.socket, fds: list[int], request: dict[str, Any], entry: 
             stream.flush()
     report_exit(code)
     os._exit(code)
+
+
+#: a path: each child writes its cProfile statistics to `<path>.<pid>` (a diagnostic of
+#: benchmarks/cli_overhead.py; as a GREYLAB_ variable it gets a daemon of its own)
+PROFILE_ENV = "GREYLAB_WARM_PROFILE"
+
+
+def _profile(path: str | None) -> None:
+    if not path:
+        return
+    import atexit
+    import cProfile
+
+    profile = cProfile.Profile()
+
+    def dump() -> None:  # registered after the CLI's last handler: runs before it
+        profile.disable()
+        profile.dump_stats(f"{path}.{os.getpid()}")
+
+    atexit.register(dump)
+    profile.enable()
 
 
 def _call(spec: str) -> Any:
