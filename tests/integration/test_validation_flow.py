@@ -82,7 +82,14 @@ def test_the_deployment_validates_a_registered_model_and_refuses_hostile_input(
         try:
             with temporary_settings(updates={PREFECT_API_URL: api}):
                 _wait_for_deployment(served, log)
-                # the form's submission: every field (a partial API call is the next test's)
+                # a script's call with the two settings that have no default (the rest:
+                # the flow's defaults, kind press and version champion)
+                from deployments.runs import run_deployment
+
+                partial = run_deployment(
+                    DEPLOYMENT, {"settings": {"model": "press-M3", "data": data}}, timeout=300
+                )
+                # the form's submission: every field
                 good = _run({"settings": {"kind": "press", "model": "press-M3",
                                           "version": "champion", "data": data,
                                           "experiment": "ui-validation"}})  # fmt: skip
@@ -98,6 +105,7 @@ def test_the_deployment_validates_a_registered_model_and_refuses_hostile_input(
     assert good.state.is_completed(), log.read_text()[-3000:]
     assert good.name.startswith("validation: press-M3 v1 (champion): R^2 ")
     assert good.state.message == good.name  # the headline
+    assert partial.state.is_completed() and partial.name == good.name  # same model, same data
     summary = {a.key: a for a in artifacts}["validation-summary"].data
     assert summary.startswith("# validation: press-M3 v1 \\(champion\\)")
     assert "| D\\_vertical |" in summary
