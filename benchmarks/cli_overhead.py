@@ -339,6 +339,26 @@ def warm_daemon(bench: Bench, home: Path, jit: Path, cwd: Path, show: bool) -> N
         parts = breakdown(PRESS, cold, cwd, preload=True)
         print("press, warm home, shared server, a warm child's work (after the preload):",
               _fmt(parts), flush=True)  # fmt: skip
+        profile_warm_child(hot, cwd)
+
+
+def profile_warm_child(env: dict[str, str], cwd: Path) -> None:
+    """One real warm child under cProfile (`GREYLAB_WARM_PROFILE`, a daemon of its own): its
+    greylab functions by cumulative time (profiled: slower than unprofiled, same proportions)."""
+    import glob
+    import pstats
+
+    stats = Path(env["XDG_RUNTIME_DIR"]) / "child.prof"
+    env = {**env, "GREYLAB_WARM_PROFILE": str(stats)}
+    warm_server(env, cwd)
+    answer, wall = cli_timed(PRESS, env, cwd)
+    stop_warm(env, cwd)
+    (found,) = glob.glob(f"{stats}.*")
+    print(f"a warm child under cProfile (answer {answer:.2f} s, exit {wall:.2f} s):", flush=True)
+    pstats.Stats(found).sort_stats("cumulative").print_stats(
+        r"(flows|tasks|tracking|runtime|products)/.*\((main|run_flow|_run|model_run|design|"
+        r"_register|start_run|end_run|flush|log_figure|run_deferred|ensure_store|__init__|"
+        r"_fit_and_test|session|child_run|lineage)\)", 25)  # fmt: skip
 
 
 def drive(bench: Bench, root: Path, jit: Path, show: bool) -> None:
