@@ -12,7 +12,7 @@ once. A run cut off by a killed process keeps what was sent by then.
 
 Names are consistent across studies so the MLflow compare view lines runs up:
 params are plain setting names (`model`, `split`, `tol`, ...), metrics `param.<name>`,
-`stderr.<name>`, `alpha_min` (stepped by test), tags `greylab.study`, `greylab.kind`
+`stderr.<name>`, `p_value` (stepped by test), tags `greylab.study`, `greylab.kind`
 (`parent` or `child`), `greylab.data_hash`, `greylab.commit`.
 
 `Tracker` is the MLflow implementation of `tracking.protocol.RunTracker`; the study recorders
@@ -188,7 +188,7 @@ class Tracker:
         self._add(run_id, metrics=[Metric(k, finite(v), now, step) for k, v in metrics.items()])
 
     def log_series(self, run_id: str, key: str, values: Iterable[float], *, start: int = 0) -> None:
-        """A stepped metric (`alpha_min` per test, best fitness per generation)."""
+        """A stepped metric (`p_value` per test, best fitness per generation)."""
         now = int(time.time() * 1000)
         self._add(
             run_id, metrics=[Metric(key, finite(v), now, start + i) for i, v in enumerate(values)]
