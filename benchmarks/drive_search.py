@@ -104,7 +104,8 @@ def settings(args, rec=None) -> GPSettings:
     recording's own scales (``rec``)."""
     size = {"population": args.population, "generations": args.generations}
     if args.preset == "data" and rec is not None:
-        base = data_settings(estimate_scales(rec), position="position_rad" in rec, **size)
+        base = data_settings(estimate_scales(rec), position="position_rad" in rec,
+                             wide=args.boxes == "wide", **size)  # fmt: skip
     else:
         base = GPSettings(**size)
     if args.paper:  # the paper's search at the asked size (no prefilter: --prefilter-hz unused)
@@ -148,7 +149,7 @@ def describe(args) -> str:
             f"{args.noise_percent} % of range, prefilter "
             f"{settings(args).identification.prefilter_hz} Hz, screen fraction "
             f"{args.screen_fraction}, polish rounds {settings(args).polish_rounds}, JIT cache "
-            f"{args.jit_cache}, preset {args.preset}")  # fmt: skip
+            f"{args.jit_cache}, preset {args.preset}, boxes {args.boxes}")  # fmt: skip
 
 
 def speed(args, bench: Bench) -> None:
@@ -225,7 +226,8 @@ def emps_gp_settings(args, frame) -> GPSettings:
     if args.preset == "data":
         scales = estimate_scales(frame)
         print(scales.summary())
-        gp = data_settings(scales, position=args.position_weight > 0, **size)
+        gp = data_settings(scales, position=args.position_weight > 0,
+                           wide=args.boxes == "wide", **size)  # fmt: skip
         gp = replace(gp, f_tanh=args.f_tanh or gp.f_tanh)
         ident = replace(gp.identification, position_weight=args.position_weight)
     else:
@@ -278,7 +280,7 @@ def emps_searches(args, bench: Bench, frame, gp: GPSettings) -> None:
             errors += [abs(search.best_parameters_[k] / v - 1) for k, v in EMPS_PUBLISHED.items()]
     n = args.search_seeds
     what = (f"EMPS structure search ({args.population} × {args.generations}, preset "
-            f"{args.preset}, {args.workers} workers), seeds {args.seed}–{args.seed + n - 1}")  # fmt: skip
+            f"{args.preset}, boxes {args.boxes}, {args.workers} workers), seeds {args.seed}–{args.seed + n - 1}")  # fmt: skip
     bench.add("search", f"{{1,5,6,8}} in {hits}/{n} ({', '.join(found)})", what)
     bench.add("search_s", float(np.median(walls)), "same, wall per search, median", unit="s",
               fmt=".0f", target=("<=", 90.0), short="EMPS search median")  # fmt: skip
@@ -329,6 +331,8 @@ def main() -> None:
         "units (default: data for emps, reference otherwise)",
     )
     parser.add_argument("--search-seeds", type=int, default=1, help="emps --search: seeds")
+    parser.add_argument("--boxes", choices=["wide", "narrow"], default="wide",
+                        help="--preset data: issue 26's wide boxes (the default) or issue 13's")  # fmt: skip
     parser.add_argument("--polish-rounds", type=int, default=GPSettings().polish_rounds,
                         help="local search after the last generation (0: off)")  # fmt: skip
     parser.add_argument("--position-weight", type=float, default=1.0)
