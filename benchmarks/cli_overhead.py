@@ -233,6 +233,15 @@ def warm_server(env: dict[str, str], cwd: Path) -> int:
     raise SystemExit(f"the warm command server did not start (logs in {home_parent})")
 
 
+def served(env: dict[str, str], cwd: Path) -> int:
+    """How many children the warm command server of `env` has forked (its log says)."""
+    from runtime import warm
+
+    folder = Path(env["XDG_RUNTIME_DIR"]) / "greylab"
+    log = warm.paths(folder, warm.key(env, str(cwd)))["log"]
+    return log.read_text().count(": child ") if log.exists() else 0
+
+
 def stop_warm(env: dict[str, str], cwd: Path) -> None:
     from runtime import warm
 
@@ -322,7 +331,10 @@ def warm_daemon(bench: Bench, home: Path, jit: Path, cwd: Path, show: bool) -> N
     hot, cold = _env(home, "300", jit, warm="1"), _env(home, "300", jit, warm="0")
     warm_server(hot, cwd)
     cold_answer, cold_exit = cli_timed(PRESS, cold, cwd)
+    before = served(hot, cwd)
     hot_answer, hot_exit = cli_timed(PRESS, hot, cwd)
+    if served(hot, cwd) != before + 1:  # e.g. the code changed meanwhile: it ran in-process
+        raise SystemExit("the warm command server did not serve the measured call")
     stop_warm(hot, cwd)
     bench.add("press_warm_daemon_answer_s", hot_answer, "press CLI, warm home, warm command "
               "server: answer printed at", unit="s", fmt=".2f")  # fmt: skip

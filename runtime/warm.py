@@ -174,7 +174,9 @@ def _connect(path: Path) -> socket.socket | None:
 def _converse(
     sock: socket.socket, argv: list[str], cwd: str, env: dict[str, str], digest: str
 ) -> int | tuple[str, int] | str | None:
-    payload = json.dumps({"v": PROTOCOL, "key": digest, "argv": argv, "cwd": cwd, "env": env})
+    ignored = [s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) == signal.SIG_IGN]
+    payload = json.dumps({"v": PROTOCOL, "key": digest, "argv": argv, "cwd": cwd, "env": env,
+                          "ignored": [int(s) for s in ignored]})  # fmt: skip
     data = payload.encode("utf-8", "surrogateescape")
     reader = _Lines(sock)
     try:
@@ -230,13 +232,16 @@ class _Lines:
 
 
 def _forward_signals(pid: int) -> Callable[[], None]:
-    """SIGINT and SIGTERM of the client go to the child; returns the restorer."""
+    """SIGINT and SIGTERM of the client go to the child (unless this process ignores them, as
+    a background job of a shell ignores SIGINT: then the child ignores them too); returns the
+    restorer."""
 
     def forward(signum: int, _frame: Any) -> None:
         with contextlib.suppress(OSError):
             os.kill(pid, signum)
 
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)
+                if signal.getsignal(s) != signal.SIG_IGN}  # fmt: skip
 
     def restore() -> None:
         for s, handler in previous.items():

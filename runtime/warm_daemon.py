@@ -260,7 +260,7 @@ def _child(conn: socket.socket, fds: list[int], request: dict[str, Any], entry: 
     signal.set_wakeup_fd(-1)
     for sig, handler in ((signal.SIGCHLD, signal.SIG_DFL), (signal.SIGTERM, signal.SIG_DFL),
                          (signal.SIGINT, signal.default_int_handler)):  # fmt: skip
-        signal.signal(sig, handler)
+        signal.signal(sig, signal.SIG_IGN if sig in request.get("ignored", ()) else handler)
     conn.settimeout(None)
     reader = _Lines(conn)
     try:
