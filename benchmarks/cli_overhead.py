@@ -45,6 +45,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout
 
 from benchmarks._report import Bench, add_arguments  # noqa: E402
+from benchmarks.cli_overhead_warm import (  # noqa: E402
+    cli_timed,
+    profile_warm_child,
+    served,
+    stop_warm,
+    warm_server,
+)
 
 GREYLAB = Path(sys.executable).parent / "greylab"
 PRESS = ["press", "detect", "--model", "M1,M2,M3", "--tests", "50", "--json"]
@@ -195,65 +202,6 @@ def cli(args: list[str], env: dict[str, str], cwd: Path) -> float:
     return wall
 
 
-def cli_timed(args: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
-    """(answer on stdout, process exit) in seconds of one console-script run (must succeed)."""
-    t = time.perf_counter()
-    process = subprocess.Popen([str(GREYLAB), *args], env=env, cwd=cwd, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE)  # fmt: skip
-    assert process.stdout is not None and process.stderr is not None
-    first = process.stdout.read(1)
-    answer = time.perf_counter() - t
-    rest = process.stdout.read()
-    err = process.stderr.read()
-    code = process.wait(timeout=900)
-    wall = time.perf_counter() - t
-    if code != 0 or not (first + rest).strip():
-        raise SystemExit(f"greylab {' '.join(args)} failed: {err[-2000:].decode()}")
-    return answer, wall
-
-
-def warm_server(env: dict[str, str], cwd: Path) -> int:
-    """Start the warm command server of `env` (a first call) and wait until it serves; its pid."""
-    from runtime import warm
-
-    (home_parent := Path(env["XDG_RUNTIME_DIR"])).mkdir(mode=0o700, exist_ok=True)
-    subprocess.run([str(GREYLAB), "--help"], env=env, cwd=cwd, capture_output=True, timeout=300)
-    deadline = time.monotonic() + 300
-    saved = dict(os.environ)
-    try:
-        os.environ.update(env)  # the socket folder comes from XDG_RUNTIME_DIR
-        while time.monotonic() < deadline:
-            info = warm.status(env, str(cwd))
-            if info["warm_running"]:
-                return int(info["warm_pid"])
-            time.sleep(0.2)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-    raise SystemExit(f"the warm command server did not start (logs in {home_parent})")
-
-
-def served(env: dict[str, str], cwd: Path) -> int:
-    """How many children the warm command server of `env` has forked (its log says)."""
-    from runtime import warm
-
-    folder = Path(env["XDG_RUNTIME_DIR"]) / "greylab"
-    log = warm.paths(folder, warm.key(env, str(cwd)))["log"]
-    return log.read_text().count(": child ") if log.exists() else 0
-
-
-def stop_warm(env: dict[str, str], cwd: Path) -> None:
-    from runtime import warm
-
-    saved = dict(os.environ)
-    try:
-        os.environ.update(env)
-        warm.stop(env, str(cwd))
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-
-
 def in_process(code: str, env: dict[str, str], cwd: Path) -> tuple[float, str]:
     done = subprocess.run([sys.executable, "-c", code], env={**env, "PYTHONPATH": str(ROOT)},
                           cwd=cwd, capture_output=True, text=True, timeout=900)  # fmt: skip
@@ -351,26 +299,7 @@ def warm_daemon(bench: Bench, home: Path, jit: Path, cwd: Path, show: bool) -> N
         parts = breakdown(PRESS, cold, cwd, preload=True)
         print("press, warm home, shared server, a warm child's work (after the preload):",
               _fmt(parts), flush=True)  # fmt: skip
-        profile_warm_child(hot, cwd)
-
-
-def profile_warm_child(env: dict[str, str], cwd: Path) -> None:
-    """One real warm child under cProfile (`GREYLAB_WARM_PROFILE`, a daemon of its own): its
-    greylab functions by cumulative time (profiled: slower than unprofiled, same proportions)."""
-    import glob
-    import pstats
-
-    stats = Path(env["XDG_RUNTIME_DIR"]) / "child.prof"
-    env = {**env, "GREYLAB_WARM_PROFILE": str(stats)}
-    warm_server(env, cwd)
-    answer, wall = cli_timed(PRESS, env, cwd)
-    stop_warm(env, cwd)
-    (found,) = glob.glob(f"{stats}.*")
-    print(f"a warm child under cProfile (answer {answer:.2f} s, exit {wall:.2f} s):", flush=True)
-    pstats.Stats(found).sort_stats("cumulative").print_stats(
-        r"(flows|tasks|tracking|runtime|products)/.*\((main|run_flow|_run|model_run|design|"
-        r"_register|start_run|end_run|flush|log_figure|run_deferred|ensure_store|__init__|"
-        r"_fit_and_test|session|child_run|lineage)\)", 25)  # fmt: skip
+        profile_warm_child(PRESS, hot, cwd)
 
 
 def drive(bench: Bench, root: Path, jit: Path, show: bool) -> None:
