@@ -272,6 +272,32 @@ def test_sigint_interrupts_the_warm_command_with_exit_130(lab: Lab) -> None:
     assert not _alive(child), "the warm child outlived the interrupted command"
 
 
+def test_a_killed_client_takes_its_warm_child_along(lab: Lab) -> None:
+    lab.wait_ready()
+    before = lab.children()
+    args = [GREYLAB, "drive", "identify", "--population", "10", "--generations", "50",
+            "--seed", "0", "--no-cache", "--runner", "thread", "--workers", "1"]  # fmt: skip
+    process = subprocess.Popen(args, cwd=lab.cwd, env={**lab.env, "GREYLAB_WARM": "1"},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while lab.children() == before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert lab.children() == before + 1
+        child = int(lab.logs().rsplit(": child ", 1)[1].split(":", 1)[0])
+        assert _alive(child)
+        process.kill()  # SIGKILL: the client runs no handler
+        process.wait(10)
+        deadline = time.monotonic() + 30  # the daemon sees the hang-up within its poll
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(child), "the warm child outlived its killed client"
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+
+
 def test_an_ignored_sigint_stays_ignored_in_the_warm_child(lab: Lab) -> None:
     """A shell's background job ignores SIGINT; so does its command when it runs warm."""
     lab.wait_ready()
