@@ -42,8 +42,9 @@ asks for more substeps than the fit used (the fit walked into stiffer parameters
 accuracy by step doubling: the residuals simulated with ``n_sub`` and ``2 n_sub`` differ by
 ``sum (r_2n - r_n)^2 > ACCURACY * max(cost, ACCURACY_FLOOR)`` (``cost``: the fit's RSS over
 the output's sum of squares, the residual's own units); then the count is raised and the fit
-continues from its end point, at most ``SETTLE_ROUNDS`` times (`models.budget.LimitError`
-beyond the machine's substep or work limit). A screening stage re-checks only stability
+continues from its end point, at most ``SETTLE_ROUNDS`` times, never beyond the machine's
+substep or work limit, and only while the difference keeps falling (:func:`_settle`; a stop
+keeps the count reached and says so in ``Evaluation.message``). A screening stage re-checks only stability
 (its fitness is a ranking, refined later). ``Evaluation.n_sub`` is the count the parameters
 were fitted with; the evidence, the search's output and the registered model simulate with it.
 
@@ -64,6 +65,7 @@ import numpy as np
 from scipy.optimize import least_squares
 
 from methods.blas import single_threaded_blas
+from models import budget
 from models.budget import LimitError
 from models.drivetrain.gp.settings import GPSettings, IdentificationSettings
 from models.drivetrain.gp.signals import initial_velocity, integral, lowpass, split_index
@@ -72,6 +74,7 @@ from models.drivetrain.simulate import (
     cached_model,
     get_simulator,
     power_of_two,
+    simulation_cost,
     substeps,
 )
 from models.drivetrain.submodels import canonical
@@ -168,6 +171,9 @@ ACCURACY_FLOOR = 1e-6
 SETTLE_ROUNDS = 6
 #: one raise multiplies the count by at most this (an estimate from a first-order error)
 MAX_JUMP = 16
+#: the accuracy raises go on only while the step-doubling difference at least halves from
+#: one raise to the next (a first-order error falls 4x per doubling)
+CONVERGENCE = 0.5
 EXTEND_GAIN = 0.01  # a round that lowers the cost by more than this share has not stalled
 
 
@@ -422,15 +428,26 @@ def _settle(
 ) -> tuple[bool, str]:  # fmt: skip
     """Raise the substep count until the end point is simulated stably and (``accuracy``)
     accurately (module docstring), refitting from the end point after each raise; returns
-    (timed out, message of the last refit, or ""). The objective ends on the count of its
-    best point."""
+    (timed out, message: the last refit's, or why the settling stopped short). The objective
+    ends on the count of its best point.
+
+    Bounded (a search must not stall or fail on one individual): at most ``SETTLE_ROUNDS``
+    raises; no raise beyond the machine's substep or work limit (`models.budget`); and the
+    accuracy raises stop when the step-doubling difference does not at least halve from one
+    raise to the next (``CONVERGENCE``: RK4's error then does not fall with the step, e.g. a
+    wrong backlash structure chattering in its gap on EMPS, which asked for 32,768 substeps).
+    Each stop keeps the count reached and says so in the message."""
     timed_out, message = False, ""
-    for _ in range(SETTLE_ROUNDS + 1):
+    previous = np.inf
+    for round_ in range(SETTLE_ROUNDS + 1):
         z = objective.best_z
         if objective.sim.n_sub != objective.best_n:  # best point found at another count
             objective.use(objective.best_n)
         n = objective.sim.n_sub
-        target = max(n, objective.stable_substeps(z))
+        try:
+            target = max(n, objective.stable_substeps(z))
+        except LimitError as exc:
+            return timed_out, f"substeps not settled: stability at the end point: {exc}"[:400]
         if target == n and accuracy:
             r_n = objective.raw_residual(z, objective.sim)
             # one simulation: interpreted, no C compile for a count that may never be used
@@ -440,22 +457,30 @@ def _settle(
             diff = float(np.sum((r_2n - r_n) ** 2)) if np.isfinite(cost) else np.inf
             allowed = ACCURACY * max(cost, ACCURACY_FLOOR)
             if not diff <= allowed:  # first order: the error falls with n_sub, its square by 4
+                if not diff <= CONVERGENCE * previous:
+                    return timed_out, (f"substeps kept at {n}: the step-doubling difference "
+                                       f"{diff:.3g} does not fall with the step (was "
+                                       f"{previous:.3g}; wanted <= {allowed:.3g})")  # fmt: skip
+                previous = diff
                 ratio = np.sqrt(diff / allowed) if np.isfinite(diff) else MAX_JUMP
                 target = n * min(MAX_JUMP, max(2, power_of_two(ratio)))
         if target == n:
             return timed_out, message
-        if _ == SETTLE_ROUNDS:
-            break
+        if round_ == SETTLE_ROUNDS or not _within_limits(objective, target):
+            return timed_out, (f"substeps kept at {n}: the end point asks for {target} "
+                               f"({'after ' + str(SETTLE_ROUNDS) + ' raises' if round_ == SETTLE_ROUNDS else 'beyond the machine limit, ' + budget.MAX_SUBSTEPS + ' / ' + budget.MAX_WORK})")  # fmt: skip
         objective.use(target)
         timed_out, message = _minimise(objective, [z], max_nfev, ident, extend, fixed=True)
         if timed_out:
             return timed_out, message
-    raise LimitError(
-        f"drive model {objective.sim.model.names()}: the substep count did not settle in "
-        f"{SETTLE_ROUNDS} raises (at {objective.sim.n_sub} substeps per sample the end point "
-        f"still asks for more: stability or step-doubling accuracy, "
-        "models.drivetrain.gp.evaluate); the parameters drift to ever stiffer values"
-    )
+    return timed_out, message
+
+
+def _within_limits(objective: _Objective, n_sub: int) -> bool:
+    """Whether a simulator with ``n_sub`` substeps stays within the machine's limits."""
+    sim = objective.sim
+    cost = simulation_cost(sim.model, sim.n_samples, sim.dt, n_sub)
+    return n_sub <= budget.limit(budget.MAX_SUBSTEPS) and cost.work <= budget.limit(budget.MAX_WORK)
 
 
 def _identify(
