@@ -15,105 +15,15 @@ import json
 import os
 import signal
 import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from runtime import warm
+from tests.flows.warm_lab import GREYLAB, ROOT, Lab, _alive, lab_context
 
 pytestmark = pytest.mark.slow
-
-GREYLAB = str(Path(sys.executable).parent / "greylab")
-ROOT = Path(__file__).resolve().parents[2]
-#: the daemon's preload took 7-11 s on this 2-core machine at load 3-4; far above that
-READY_S = 240.0
-
-
-def _alive(pid: int) -> bool:
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, os.WNOHANG)
-    try:
-        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
-class Lab:
-    """A working folder, a home and a private socket folder; `run` calls the console script."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.cwd = root / "lab"
-        self.cwd.mkdir()
-        self.run_dir = root / "run"
-        self.run_dir.mkdir(mode=0o700)
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith(("PREFECT_", "MLFLOW_", "GREYLAB_"))}  # fmt: skip
-        env.update(
-            GREYLAB_HOME=str(root / "home"), GREYLAB_WARM="1", GREYLAB_WARM_IDLE="300",
-            GREYLAB_SERVER_IDLE="0", XDG_RUNTIME_DIR=str(self.run_dir),
-            PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL="CRITICAL",
-            PREFECT_SERVER_ANALYTICS_ENABLED="false",
-        )  # fmt: skip
-        self.env = env
-
-    @property
-    def sockets(self) -> Path:
-        return self.run_dir / "greylab"
-
-    def run(self, *args: str, warm_on: bool = True, timeout: float = 600, **env: str,
-            ) -> subprocess.CompletedProcess[str]:  # fmt: skip
-        full = {**self.env, **env, "GREYLAB_WARM": "1" if warm_on else "0"}
-        return subprocess.run([GREYLAB, *args], cwd=self.cwd, env=full, capture_output=True,
-                              text=True, timeout=timeout)  # fmt: skip
-
-    def status(self, **env: str) -> dict[str, object]:
-        with _environ({**self.env, **env}):
-            return warm.status({**self.env, **env}, str(self.cwd))
-
-    def wait_ready(self, **env: str) -> int:
-        """Start the daemon of this environment (a first call) and wait until it serves."""
-        deadline = time.monotonic() + READY_S
-        asked = 0.0
-        while time.monotonic() < deadline:
-            info = self.status(**env)
-            if info["warm_running"]:
-                return int(info["warm_pid"])  # type: ignore[call-overload]
-            if time.monotonic() - asked > 30:  # (again: a daemon may have found itself stale)
-                self.run("--help", **env)  # type: ignore[arg-type]
-                asked = time.monotonic()
-            time.sleep(0.2)
-        raise AssertionError(f"no warm daemon within {READY_S} s: {self.logs()}")
-
-    def logs(self) -> str:
-        return "".join(p.read_text() for p in sorted(self.sockets.glob("*.log")))
-
-    def children(self) -> int:
-        return self.logs().count(": child ")
-
-    def daemons(self) -> list[int]:
-        pids = []
-        for state in self.sockets.glob("warm-*.json"):
-            with contextlib.suppress(OSError, ValueError, KeyError):
-                pids.append(int(json.loads(state.read_text())["pid"]))
-        return pids
-
-
-@contextlib.contextmanager
-def _environ(env: dict[str, str]) -> Iterator[None]:
-    saved = dict(os.environ)
-    os.environ.clear()
-    os.environ.update(env)
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
 
 
 @pytest.fixture
@@ -122,30 +32,11 @@ def lab() -> Iterator[Lab]:
         yield the_lab
 
 
-@contextlib.contextmanager
-def lab_context() -> Iterator[Lab]:
-    """A lab whose daemons are killed by pid at the end (also tests/flows/test_warm_cli_private.py)."""
-    # short: a Unix socket path has at most 107 bytes (pytest's tmp_path can be longer)
-    root = Path(tempfile.mkdtemp(prefix="gw", dir="/tmp"))
-    the_lab = Lab(root)
-    seen: set[int] = set()
-    try:
+@pytest.fixture
+def lab_alone() -> Iterator[Lab]:
+    """A lab while no other warm test runs (touching a module makes every daemon stale)."""
+    with lab_context(exclusive=True) as the_lab:
         yield the_lab
-    finally:
-        seen.update(the_lab.daemons())
-        for line in the_lab.logs().splitlines():  # daemons whose state file is gone too
-            with contextlib.suppress(ValueError, IndexError):
-                seen.add(int(line.split("warm[", 1)[1].split("]", 1)[0]))
-        for pid in seen:
-            if _alive(pid) and warm.MARKER in _cmdline(pid):
-                os.kill(pid, signal.SIGKILL)
-        subprocess.run(["rm", "-rf", str(root)], check=False)
-
-
-def _cmdline(pid: int) -> str:
-    with contextlib.suppress(OSError):
-        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-    return ""
 
 
 def _same(cold: subprocess.CompletedProcess[str], hot: subprocess.CompletedProcess[str]) -> None:
@@ -217,7 +108,8 @@ def test_the_environment_of_one_call_never_reaches_another(lab: Lab) -> None:
     assert max(map(len, lab.run("press", "--help", COLUMNS="60").stdout.splitlines())) <= 60
 
 
-def test_changed_code_is_never_served_by_a_stale_daemon(lab: Lab) -> None:
+def test_changed_code_is_never_served_by_a_stale_daemon(lab_alone: Lab) -> None:
+    lab = lab_alone
     pid = lab.wait_ready()
     module = ROOT / "flows" / "__init__.py"  # loaded by every daemon; only its mtime changes
     before = os.stat(module)

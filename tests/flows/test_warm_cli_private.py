@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from runtime import warm_daemon
-from tests.flows.test_warm_cli import Lab, lab_context
+from tests.flows.warm_lab import Lab, lab_context
 
 pytestmark = pytest.mark.slow
 
