@@ -331,8 +331,8 @@ def main() -> None:
         "units (default: data for emps, reference otherwise)",
     )
     parser.add_argument("--search-seeds", type=int, default=1, help="emps --search: seeds")
-    parser.add_argument("--boxes", choices=["wide", "narrow"], default="wide",
-                        help="--preset data: issue 26's wide boxes (the default) or issue 13's")  # fmt: skip
+    parser.add_argument("--boxes", choices=["wide", "narrow"], default="narrow",
+                        help="--preset data: issue 13's boxes (the default) or issue 26's wide")  # fmt: skip
     parser.add_argument("--polish-rounds", type=int, default=GPSettings().polish_rounds,
                         help="local search after the last generation (0: off)")  # fmt: skip
     parser.add_argument("--position-weight", type=float, default=1.0)
