@@ -44,14 +44,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # run from a checkout
 
-from benchmarks._report import Bench, add_arguments  # noqa: E402
-from benchmarks.cli_overhead_warm import (  # noqa: E402
+from benchmarks._cli_overhead_warm import (  # noqa: E402
     cli_timed,
     profile_warm_child,
     served,
     stop_warm,
     warm_server,
 )
+from benchmarks._report import Bench, add_arguments  # noqa: E402
 
 GREYLAB = Path(sys.executable).parent / "greylab"
 PRESS = ["press", "detect", "--model", "M1,M2,M3", "--tests", "50", "--json"]
