@@ -10,6 +10,7 @@ hysteresis figures.
 from __future__ import annotations
 
 import re
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -73,9 +74,10 @@ class PressRecorder(Recorder):
                     if k in search})  # fmt: skip
         run.metrics({f"design.{k}": float(search[k]) for k in ("nodes", "gap", "seconds")
                      if isinstance(search.get(k), int | float) and np.isfinite(search[k])})  # fmt: skip
+        # figures as builders: in the command line they are drawn after the answer (issue 31)
         if len(design.table) <= 40:  # one bar per subset
-            run.figure(design_figure(design), "figures/design.png")
-        run.figure(design_curve_figure(design), "figures/design_curve.png")
+            run.figure(lambda: design_figure(design), "figures/design.png")
+        run.figure(lambda: design_curve_figure(design), "figures/design_curve.png")
 
     def model_run(
         self,
@@ -119,9 +121,11 @@ class PressRecorder(Recorder):
             run.json(fit.ellipsoid(0.95).to_dict(), "ellipsoid.json")
             run.json(detection.to_dict(), "detection.json")
             run.table(detection.tests, "tests.csv")
-            run.figure(ellipsoid_figure(fit, detection), "figures/ellipsoid.png")
-            figure = hysteresis_figure(resolve_model(model), self.table(path), fit, sensors=sensors)
-            run.figure(figure, "figures/hysteresis.png")
+            # builders over what they draw, read now (the table file need not outlive the run)
+            run.figure(partial(ellipsoid_figure, fit, detection), "figures/ellipsoid.png")
+            hysteresis = partial(hysteresis_figure, resolve_model(model), self.table(path), fit,
+                                 sensors=list(sensors))  # fmt: skip
+            run.figure(hysteresis, "figures/hysteresis.png")
             uri = self._register(run, model, fit, path, verdict) if study.register_model else ""
         return run.id, uri
 
