@@ -117,6 +117,16 @@ def socket_dir(create: bool = True) -> Path | None:
     return base if private else None
 
 
+LOG_BYTES = 1 << 20  # the daemon log's size at which its next daemon starts it over
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
+
+
 def paths(folder: Path, digest: str) -> dict[str, Path]:
     return {n: folder / f"warm-{digest}.{n}" for n in ("sock", "lock", "json", "log")}
 
@@ -259,7 +269,9 @@ def _start_daemon(where: dict[str, Path], env: dict[str, str], preload: str, ent
     import subprocess
 
     try:
-        with open(where["log"], "ab") as log:
+        # one line per command: a log past LOG_BYTES starts over when its next daemon starts
+        mode = "wb" if _size(where["log"]) > LOG_BYTES else "ab"
+        with open(where["log"], mode) as log:
             os.chmod(where["log"], 0o600)
             subprocess.Popen(
                 [sys.executable, "-P", "-m", "runtime.warm_daemon", "serve", str(where["sock"]), preload,

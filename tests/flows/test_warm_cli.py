@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from runtime import warm
 from tests.flows.warm_lab import GREYLAB, ROOT, Lab, _alive, lab_context
 
 pytestmark = pytest.mark.slow
@@ -266,3 +267,18 @@ def test_server_status_and_stop_report_and_stop_the_warm_daemon(lab: Lab) -> Non
     assert not _alive(pid)
     info = json.loads(lab.run("server", "status", "--json", warm_on=False).stdout)
     assert (info["warm_running"], info["warm_pid"], info["warm_enabled"]) == (False, None, False)
+
+
+def test_a_daemon_log_past_its_limit_starts_over(lab: Lab) -> None:
+    """One line per command: the log of a key is kept below `LOG_BYTES` by its next daemon."""
+    pid = lab.wait_ready()
+    (log,) = lab.sockets.glob("warm-*.log")
+    lab.run("server", "stop", warm_on=False)
+    deadline = time.monotonic() + 15
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    log.write_bytes(b"old line\n" * (warm.LOG_BYTES // 9 + 1))  # just past the limit
+    lab.wait_ready()
+    text = log.read_text()
+    assert "old line" not in text and "serving" in text, text[:500]
+    assert log.stat().st_size < 10_000
