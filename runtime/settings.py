@@ -10,6 +10,7 @@
 | `GREYLAB_MAX_FILE_BYTES` / `GREYLAB_MAX_FILE_ROWS` | per-file limits of lab files (`schemas/lab_files.py`) | 256 MiB / 2,000,000 |
 | `PREFECT_API_URL`      | Prefect server; unset = the CLI's shared local server (`runtime.local_server`), a temporary one in-process | unset |
 | `GREYLAB_SERVER_IDLE`  | seconds the CLI's shared local Prefect server stays after its last request; 0 = a temporary server per command | `120` |
+| `GREYLAB_WARM` / `GREYLAB_WARM_IDLE` | 0 = every command in-process, no warm command server (`runtime.warm`); seconds that server stays after its last command | on / `120` |
 | `PREFECT_HOME`         | Prefect's own state                       | `$GREYLAB_HOME/prefect`           |
 | `GREYLAB_DASK_ADDRESS` | existing Dask scheduler (`tcp://…`)       | unset = local cluster when asked  |
 | `GREYLAB_CACHE_DIR`    | cross-run result cache of the study tasks (`tasks/cache.py`) | `$GREYLAB_HOME/cache` |
