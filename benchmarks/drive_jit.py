@@ -35,7 +35,8 @@ from models.drivetrain import assemble
 from models.drivetrain.gp.presets import data_settings
 from models.drivetrain.jit import compiled_many
 from models.drivetrain.scales import estimate_scales
-from models.drivetrain.simulate import OPTIMISE_WORK, compile_simulator, substeps
+from models.drivetrain.simulate import OPTIMISE_WORK, compile_simulator
+from models.drivetrain.substeps import substeps
 from schemas.drive import emps_path, load_emps
 
 STRUCTURES = (

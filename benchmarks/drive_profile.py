@@ -16,21 +16,20 @@ own): GP operators, model assembly, the result's model. Not measured in-process:
 Prefect/Dask/threads, MLflow, interpreter start, idle workers. ``--through-cli`` also times
 ``greylab drive identify`` (same size and seed, ``--no-cache --no-register-model --json``,
 ``--cli-workers``, default 1 so the work is the same) in a subprocess with ``GREYLAB_HOME`` and the
-JIT cache in a temp folder: "orchestration" = its wall - the in-process wall (start-up: its --help).
+JIT cache in a temp folder: "orchestration" = its wall - the in-process wall.
 
 ``baseline``: {two_mass, coulomb, viscous, stribeck} on ``reference_recording()``. greylab:
 ``identify`` with ``GPSettings()`` (``--stage full``, the default: ``screen_nfev = 0``, the whole
-record; ``screen``: the first stage on the record's head, which the naive fit also gets),
-compiled first, then identified twice: cold = compile + the first identify, warm = the second.
-The record is simulated at the nominals (an exact start), so the start is ``--start-scale`` x
-the nominals. Naive: the CasADi right-hand side ``Function(x, u, p)`` called pointwise from
-Python in ``solve_ivp`` (RK45 or LSODA, scipy's default tolerances unless ``--naive-rtol``,
-torque by linear interpolation, output dq1 at the sample times, at rest with every inertia at
-y[0]), ``least_squares`` TRF, scipy's '2-point' Jacobian (``--naive-diff-step``); same box
-coordinates, starts (``evaluate._starts``), budget, tolerances, 25 Hz prefilter and floor
-stop. With ``--naive-max-nfev`` below greylab's budget the target is per evaluation.
-
-``--repeats N`` (default 1): medians and ranges, JSON in build/bench/drive_profile-<mode>.json.
+record; ``screen``: the first stage on the record's head, which the naive fit also gets), compiled
+first, then identified twice: cold = compile + the first identify, warm = the second. The record is
+simulated at the nominals (an exact start), so the start is ``--start-scale`` x the nominals.
+Naive: the CasADi right-hand side ``Function(x, u, p)`` called pointwise from Python in
+``solve_ivp`` (RK45 or LSODA, scipy's default tolerances unless ``--naive-rtol``, torque by linear
+interpolation, output dq1 at the sample times, at rest with every inertia at y[0]),
+``least_squares`` TRF, scipy's '2-point' Jacobian (``--naive-diff-step``); same box coordinates,
+starts (``evaluate._starts``), budget, tolerances, 25 Hz prefilter and floor stop. With
+``--naive-max-nfev`` below greylab's budget the target is per evaluation. ``--repeats N``
+(default 1): medians and ranges, JSON in build/bench/drive_profile-<mode>.json.
 """
 
 from __future__ import annotations
@@ -67,12 +66,13 @@ from methods.blas import single_threaded_blas
 from models.drivetrain import assemble, reference_recording
 from models.drivetrain.gp import GPSettings, IndividualSpec, StructureSearch, as_arrays
 from models.drivetrain.gp.evaluate import RecordingArrays
+from models.drivetrain.gp.objective import Objective
 from models.drivetrain.gp.presets import data_settings
+from models.drivetrain.gp.signals import lowpass
 from models.drivetrain.scales import estimate_scales
 from schemas.drive import emps_path, load_emps
 
-# the module (``models.drivetrain.simulate`` as an attribute is the function of that name)
-simulate = importlib.import_module("models.drivetrain.simulate")
+simulate = importlib.import_module("models.drivetrain.simulate")  # the module, not the function
 
 TRUTH = ("two_mass", "coulomb", "viscous", "stribeck")
 
@@ -104,7 +104,7 @@ class Timers:
 @contextmanager
 def instrumented(t: Timers) -> Iterator[Timers]:
     """Timers around the simulator, its compilation and the least-squares solver (restored)."""
-    sim, obj = simulate.CompiledSimulator, evaluate._Objective
+    sim, obj = simulate.CompiledSimulator, Objective
     targets = [(simulate, "compile_simulator", "compile", ()), (jit, "compiled_many", "cc", ()),
                (sim, "simulate", "simulate", ()), (sim, "simulate_with_jacobian", "jacobian", ()),
                (obj, "residual", "residual", ()), (obj, "jacobian", "objective_jac", ()),
@@ -222,7 +222,7 @@ class _Timeout(Exception):
 
 
 class Naive:
-    """The same least-squares problem as ``evaluate._Objective`` (no position error) with the
+    """The same least-squares problem as ``objective.Objective`` (no position error) with the
     CasADi right-hand side called pointwise from ``solve_ivp``; the Jacobian by scipy's own
     '2-point' differences (``approx_derivative``, what ``jac="2-point"`` runs), called here
     so that residual evaluations, Jacobians and simulations are counted apart."""
@@ -238,7 +238,7 @@ class Naive:
         names = model.state_names
         self.x0 = np.array([data.y[0] if n.startswith("dq") else 0.0 for n in names])
         self.out = names.index("dq1")
-        filt = evaluate.lowpass(ident.prefilter_hz, data.dt)
+        filt = lowpass(ident.prefilter_hz, data.dt)
         self.keep = filt if filt is not None else (lambda a: a)
         self.yf = self.keep(data.y)
         self.scale = float(np.sqrt(np.sum((self.yf - self.yf.mean()) ** 2)) + 1e-300)

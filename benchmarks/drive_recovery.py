@@ -52,9 +52,10 @@ from benchmarks._report import Bench, add_arguments
 from methods.errors import InputError
 from models.drivetrain import reference_recording
 from models.drivetrain.friction_gain import profile_friction_gain
-from models.drivetrain.gp.evaluate import IndividualSpec, identify, lowpass, split_index
+from models.drivetrain.gp.evaluate import IndividualSpec, identify
 from models.drivetrain.gp.presets import data_settings
 from models.drivetrain.gp.recording import as_arrays
+from models.drivetrain.gp.signals import lowpass, split_index
 from models.drivetrain.scales import estimate_scales
 from models.drivetrain.simulate import get_simulator
 from models.drivetrain.structure_fit import start_velocity, structure_evidence

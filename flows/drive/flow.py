@@ -21,7 +21,8 @@ from models.drivetrain.evidence import Evidence
 from models.drivetrain.gp import RecordingFile, StructureSearch
 from models.drivetrain.product import DriveModel
 from models.drivetrain.scales import Scales
-from models.drivetrain.structure_fit import StructureFit, search_evidence
+from models.drivetrain.search_evidence import search_evidence
+from models.drivetrain.structure_fit import StructureFit
 from runtime.settings import load_settings
 from tasks.cache import code_fingerprint
 from tasks.drive import tasks as drive_tasks

@@ -276,7 +276,7 @@ class DriveModel:
         q0 = _finite(position0, "position0")
         sim = self.simulator(u.size, jit=jit)
         velocity = sim.simulate(sim.model.values(self.parameters), u, v0)
-        position = np.zeros_like(velocity)  # cumulative trapezoid, as gp.evaluate.integral
+        position = np.zeros_like(velocity)  # cumulative trapezoid, as gp.signals.integral
         position[1:] = np.cumsum(0.5 * (velocity[1:] + velocity[:-1]) * self.dt)
         return velocity, position + q0
 

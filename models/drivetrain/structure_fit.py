@@ -41,14 +41,12 @@ from models.drivetrain.gp.evaluate import (
     RecordingArrays,
     evaluate_batch,
     identify,
-    lowpass,
     refinement,
-    split_index,
 )
 from models.drivetrain.gp.operators import extensions, from_structure, simplifications
 from models.drivetrain.gp.recording import RecordingFile, as_arrays, evaluate_stored
 from models.drivetrain.gp.settings import GPSettings
-from models.drivetrain.gp.signals import initial_velocity
+from models.drivetrain.gp.signals import initial_velocity, lowpass, split_index
 from models.drivetrain.kit import assemble
 from models.drivetrain.product import DriveModel
 from models.drivetrain.simulate import CompiledSimulator, get_simulator
@@ -247,61 +245,6 @@ def widened(intervals: Sequence[ParameterInterval], factor: float) -> list[Param
             note = "not identifiable: its interval is wider than its box"
         out.append(replace(p, stderr=se, lower=lo, upper=hi, note=note,
                            identifiable=not note.startswith("not identifiable")))  # fmt: skip
-    return out
-
-
-def search_evidence(
-    search: Any, recording: Any, map_batches: MapBatches | None = None, n_batches: int = 2,
-    rivals: bool = True,
-) -> Evidence:  # fmt: skip
-    """The evidence for a fitted ``StructureSearch``'s best structure (``rivals=False``: no
-    rival table). A neighbour the search refined (its local search after the last generation
-    evaluates them) keeps that fit; one it only screened starts from the screened values; the
-    others from the inherited ones (``rival_specs``)."""
-    data = as_arrays(recording)
-    if not rivals:
-        return structure_evidence(search.best_structure_, search.best_parameters_, data,
-                                  search.settings, n_sub=_n_sub(search))  # fmt: skip
-    done: dict[tuple[str, ...], Evaluation] = {}
-    starts: dict[tuple[str, ...], dict[str, float]] = {}
-    for ev in _evaluations(search):
-        if ev.refined and (ev.structure not in done or ev.fitness > done[ev.structure].fitness):
-            done[ev.structure] = ev
-        starts.setdefault(ev.structure, dict(ev.parameters))
-    specs = rival_specs(search.best_structure_, search.best_parameters_, search.settings, starts)
-    relation = {sp.structure: rel for sp, rel in specs}
-    todo = [(sp, rel) for sp, rel in specs if sp.structure not in done]
-    stored = recording if isinstance(recording, RecordingFile) else None
-    found = dict((ev.structure, ev) for ev, _ in identify_rivals(
-        todo, data, search.settings, search.seed, map_batches, n_batches, stored))  # fmt: skip
-    found |= {k: v for k, v in done.items() if k in relation}
-    return structure_evidence(search.best_structure_, search.best_parameters_, data,
-                              search.settings, [(found[k], rel) for k, rel in relation.items()],
-                              n_sub=_n_sub(search))  # fmt: skip
-
-
-def _n_sub(search: Any) -> int | None:
-    """The substeps of a fitted search's best evaluation (None when it does not say)."""
-    best = getattr(search, "best_evaluation_", None)
-    return best.n_sub if isinstance(best, Evaluation) else None
-
-
-def _evaluations(search: Any) -> list[Evaluation]:
-    """Every evaluation a fitted search holds: its structure cache (the generations and the
-    local search), else the refined rows of ``population_history_``."""
-    cache = getattr(search, "_cache", None)
-    if isinstance(cache, dict) and cache:
-        return [ev for ev in cache.values() if isinstance(ev, Evaluation)]
-    rows = getattr(search, "population_history_", pd.DataFrame())
-    out = []
-    for row in rows.to_dict("records") if len(rows) else []:
-        kinds = parse_structure(str(row["names"]).split(","))
-        out.append(Evaluation(
-            structure=tuple(k.value for k in kinds), codes=tuple(k.code for k in kinds),
-            parameters=dict(row["parameters"]), rss=float(row["rss"]), rss_train=float(row["rss"]),
-            fitness=float(row["fitness"]), n_params=int(row["n_params"]), nfev=0, wall_s=0.0,
-            timed_out=False, refined=bool(row.get("refined")),
-        ))  # fmt: skip
     return out
 
 

@@ -9,9 +9,10 @@ import pytest
 
 from benchmarks._drive_machines import add_noise, draw_machine, simulate_machine
 from models.drivetrain import reference_recording
-from models.drivetrain.gp.evaluate import IndividualSpec, identify, lowpass
+from models.drivetrain.gp.evaluate import IndividualSpec, identify
 from models.drivetrain.gp.presets import data_settings
 from models.drivetrain.gp.recording import as_arrays
+from models.drivetrain.gp.signals import lowpass
 from models.drivetrain.scales import estimate_scales
 from models.drivetrain.submodels import Submodel
 

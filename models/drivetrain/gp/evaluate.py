@@ -57,7 +57,6 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -67,17 +66,17 @@ from scipy.optimize import least_squares
 from methods.blas import single_threaded_blas
 from models import budget
 from models.budget import LimitError
+from models.drivetrain.gp.objective import Objective, TimeLimitReached
 from models.drivetrain.gp.settings import GPSettings, IdentificationSettings
-from models.drivetrain.gp.signals import initial_velocity, integral, lowpass, split_index
+from models.drivetrain.gp.signals import split_index
 from models.drivetrain.simulate import (
     CompiledSimulator,
     cached_model,
     get_simulator,
-    power_of_two,
     simulation_cost,
-    substeps,
 )
 from models.drivetrain.submodels import canonical
+from models.drivetrain.substeps import power_of_two, substeps
 
 
 @dataclass(frozen=True)
@@ -147,10 +146,6 @@ class Evaluation:
                 f"RSS {self.rss:.4g}, d={self.n_params}, {self.nfev} sims, {self.wall_s:.2f} s")  # fmt: skip
 
 
-class _Budget(Exception):
-    pass
-
-
 FLOOR = 1e-14  # RSS floor relative to the output's sum of squares about its mean
 #: accuracy by step doubling (module docstring): ``sum (r_2n - r_n)^2 <= ACCURACY * cost``.
 #: Why 0.0025: RK4 with backlash's switching converges to first order only, so the error of
@@ -206,153 +201,6 @@ def refinement(ev: Evaluation) -> IndividualSpec:
     return IndividualSpec(ev.structure, tuple(sorted(ev.parameters.items())), refine=True)
 
 
-class _Objective:
-    """The least-squares problem of one identification in box-normalised coordinates ``z``.
-
-    ``residual``/``jacobian``: the (pre-filtered) velocity error over the identification part
-    of the record, with the weighted position error appended when ``position_weight > 0``,
-    divided by ``scale``; non-finite entries are replaced. Counts simulations (``nfev``), keeps
-    the best point seen (``best_z``, ``best_cost``) and raises :class:`_Budget` once the wall
-    clock since ``t0`` passes the time limit.
-    """
-
-    def __init__(
-        self,
-        make: Callable[..., CompiledSimulator],
-        sim: CompiledSimulator,
-        data: RecordingArrays,
-        n_fit: int,
-        ident: IdentificationSettings,
-        start: np.ndarray,
-        t0: float,
-    ) -> None:
-        """``sim`` simulates the first ``sim.n_samples`` samples (the residual's part: the
-        whole identification part ``n_fit``, or its head when screening); ``make(n_samples,
-        n_sub)`` gives the simulator of the same structure with another substep count (cached,
-        ``get_simulator``); the weights (``scale``, ``wq``) come from the identification part,
-        so that RSS values of screened and refined individuals share one yardstick."""
-        specs = sim.model.specs
-        self.make = make
-        self.sim, self.dt, self.t0, self.time_limit_s = sim, data.dt, t0, ident.time_limit_s
-        self.best_n = sim.n_sub
-        self.lower = np.array([s.lower for s in specs])
-        self.width = np.array([s.upper - s.lower for s in specs])
-        upper = self.lower + self.width
-        # log scale where the sign is fixed (z = log(p / lower) / log(upper / lower))
-        self.log = np.array([ident.log_scale and s.lower > 0 for s in specs], dtype=bool)
-        self.log_lower = np.log(np.where(self.log, self.lower, 1.0))
-        self.log_width = np.where(
-            self.log, np.log(np.where(self.log, upper, np.e)) - self.log_lower, 1.0
-        )
-        n_res = sim.n_samples
-        self.u = data.u[:n_res]
-        self.filt = lowpass(ident.prefilter_hz, data.dt)
-        self.keep = (lambda a: a) if self.filt is None else self.filt
-        self.yf = self.keep(data.y[:n_res])
-        y_fit = self.keep(data.y[:n_fit])
-        self.scale = float(np.sqrt(np.sum((y_fit - y_fit.mean()) ** 2)) + 1e-300)
-        self.q_all = data.q if ident.position_weight > 0 else None
-        self.y0 = initial_velocity(data.y, self.q_all, data.dt)
-        self.q: np.ndarray | None = None
-        self.wq = 0.0
-        if self.q_all is not None:
-            # position residual integral(y_sim) + q[0] - q, weighted to velocity scale
-            q_fit = self.q_all[:n_fit]
-            self.q = self.q_all[:n_res]
-            self.wq = (
-                ident.position_weight
-                * self.scale
-                / float(np.sqrt(np.sum((q_fit - q_fit.mean()) ** 2)) + 1e-300)
-            )
-        self.nfev = 0
-        self.best_cost = np.inf
-        self.best_z = self.normalised(start)
-
-    def normalised(self, p: np.ndarray) -> np.ndarray:
-        """The normalised point ``z`` in ``[0, 1]`` of a parameter vector (clipped to the box)."""
-        lin = (p - self.lower) / self.width
-        with np.errstate(divide="ignore", invalid="ignore"):
-            log = (np.log(np.maximum(p, self.lower)) - self.log_lower) / self.log_width
-        return np.clip(np.where(self.log, log, lin), 0, 1)
-
-    def parameters(self, z: np.ndarray) -> np.ndarray:
-        """Parameter vector at the normalised point ``z``."""
-        lin = self.lower + self.width * z
-        if not self.log.any():
-            return lin
-        return np.where(self.log, np.exp(self.log_lower + self.log_width * z), lin)
-
-    def slopes(self, z: np.ndarray) -> np.ndarray:
-        """``dp/dz`` at ``z`` (per parameter)."""
-        return np.where(self.log, self.parameters(z) * self.log_width, self.width)
-
-    def use(self, n_sub: int) -> None:
-        """Simulate with ``n_sub`` substeps from now on; the best cost is re-measured by the
-        next evaluation (the old one belongs to another objective)."""
-        if n_sub != self.sim.n_sub:
-            self.sim = self.make(self.sim.n_samples, n_sub)
-            self.best_cost = np.inf
-
-    def stable_substeps(self, z: np.ndarray) -> int:
-        """The step-size rule's substep count at the point ``z`` (a `LimitError` beyond the
-        machine's limit)."""
-        return substeps(self.sim.model, self.dt, 1, self.parameters(z))
-
-    def raw_residual(self, z: np.ndarray, sim: CompiledSimulator) -> np.ndarray:
-        """The residual at ``z`` simulated with ``sim`` (not counted, no best point kept)."""
-        ys = sim.simulate(self.parameters(z), self.u, self.y0)
-        r = self.keep(ys) - self.yf
-        if self.q is not None:
-            r = np.concatenate([r, self.wq * (integral(ys, self.dt) + self.q[0] - self.q)])
-        return r / self.scale
-
-    def residual(self, z: np.ndarray) -> np.ndarray:
-        ys = self.sim.simulate(self.parameters(z), self.u, self.y0)
-        r = self.keep(ys) - self.yf
-        q = self.q
-        if q is not None:
-            r = np.concatenate([r, self.wq * (integral(ys, self.dt) + q[0] - q)])
-        r = r / self.scale
-        r = np.where(np.isfinite(r), r, 1e3)
-        self._check(z, r)
-        return r
-
-    def jacobian(self, z: np.ndarray) -> np.ndarray:
-        _ysim, jp = self.sim.simulate_with_jacobian(self.parameters(z), self.u, self.y0)
-        self.nfev += 1
-        if self.q is not None:
-            jp = np.vstack([self.keep(jp), self.wq * integral(jp, self.dt)])
-        else:
-            jp = self.keep(jp)
-        jz = jp * self.slopes(z) / self.scale
-        return np.where(np.isfinite(jz), jz, 0.0)
-
-    def _check(self, z: np.ndarray, r: np.ndarray) -> None:
-        """Count the simulation, keep ``z`` if it is the best so far, enforce the time limit."""
-        self.nfev += 1
-        cost = float(r @ r)
-        if cost < self.best_cost:
-            self.best_cost, self.best_z, self.best_n = cost, z.copy(), self.sim.n_sub
-        if time.perf_counter() - self.t0 > self.time_limit_s:
-            raise _Budget
-
-    def held_out_rss(
-        self, full: CompiledSimulator, p: np.ndarray, data: RecordingArrays, n_fit: int
-    ) -> tuple[float, np.ndarray]:
-        """RSS from sample ``n_fit`` on (the held-out tail, or with ``n_fit = 0`` the whole
-        record) of the whole record simulated through from the start with ``full`` at ``p``,
-        and that part's (pre-filtered) output."""
-        filt = self.filt
-        y_all = filt(data.y) if filt else data.y
-        y_sim = full.simulate(p, data.u, self.y0)
-        resid = ((filt(y_sim) if filt and np.all(np.isfinite(y_sim)) else y_sim) - y_all)[n_fit:]
-        if self.q_all is not None:
-            pos = integral(y_sim, data.dt) + self.q_all[0] - self.q_all
-            resid = np.concatenate([resid, self.wq * pos[n_fit:]])
-        rss = float(resid @ resid) if np.all(np.isfinite(resid)) else np.inf
-        return rss, y_all[n_fit:]
-
-
 def screened_samples(n_fit: int, ident: IdentificationSettings) -> int:
     """Samples of the screening stage's residual: the head ``screen_fraction`` of the
     identification part (all of it without screening, ``screen_nfev = 0``)."""
@@ -374,7 +222,7 @@ def _starts(
 
 
 def _minimise(
-    objective: _Objective,
+    objective: Objective,
     starts: list[np.ndarray],
     max_nfev: int,
     ident: IdentificationSettings,
@@ -416,14 +264,14 @@ def _minimise(
                 if res.status != 0 or rounds >= extend or not gain > EXTEND_GAIN:
                     break
                 z, rounds = res.x, rounds + 1
-        except _Budget:
+        except TimeLimitReached:
             timed_out, message = True, f"time limit {ident.time_limit_s} s reached"
             break
     return timed_out, message
 
 
 def _settle(
-    objective: _Objective, max_nfev: int, ident: IdentificationSettings, extend: int,
+    objective: Objective, max_nfev: int, ident: IdentificationSettings, extend: int,
     accuracy: bool = True,
 ) -> tuple[bool, str]:  # fmt: skip
     """Raise the substep count until the end point is simulated stably and (``accuracy``)
@@ -476,7 +324,7 @@ def _settle(
     return timed_out, message
 
 
-def _within_limits(objective: _Objective, n_sub: int) -> bool:
+def _within_limits(objective: Objective, n_sub: int) -> bool:
     """Whether a simulator with ``n_sub`` substeps stays within the machine's limits."""
     sim = objective.sim
     cost = simulation_cost(sim.model, sim.n_samples, sim.dt, n_sub)
@@ -500,7 +348,7 @@ def _identify(
     model = cached_model(spec.structure, **kit)
     start = model.values({k: v for k, v in spec.start if k in model.param_names})
     sim = make(n_res, substeps(model, data.dt, 1, start))
-    objective = _Objective(make, sim, data, n_fit, ident, start, t0)
+    objective = Objective(make, sim, data, n_fit, ident, start, t0)
     starts, max_nfev = _starts(spec, ident, objective.best_z, seed)
     full_fit = spec.refine or not ident.screen_nfev
     extend = ident.extend_rounds if full_fit else 0
@@ -508,7 +356,7 @@ def _identify(
     if not timed_out:
         try:
             timed_out, settled = _settle(objective, max_nfev, ident, extend, accuracy=full_fit)
-        except _Budget:
+        except TimeLimitReached:
             timed_out, settled = True, f"time limit {ident.time_limit_s} s reached"
         message = settled or message
     if objective.sim.n_sub != objective.best_n or not np.isfinite(objective.best_cost):

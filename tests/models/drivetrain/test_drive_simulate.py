@@ -7,7 +7,8 @@ import pytest
 
 from models.drivetrain.excitation import reference_recording
 from models.drivetrain.kit import assemble
-from models.drivetrain.simulate import compile_simulator, simulate, substeps
+from models.drivetrain.simulate import compile_simulator, simulate
+from models.drivetrain.substeps import substeps
 
 
 def test_one_mass_viscous_step_response_is_exact():

@@ -16,7 +16,7 @@ from models.drivetrain.evidence import (
     residual_analysis,
     rival_table,
 )
-from models.drivetrain.gp.evaluate import lowpass
+from models.drivetrain.gp.signals import lowpass
 
 
 def _binomial_low(n: int, p: float, q: float = 1e-4) -> int:

@@ -12,16 +12,12 @@ import pytest
 
 from benchmarks._drive_machines import add_noise, draw_machine, simulate_machine
 from models.drivetrain import reference_recording
-from models.drivetrain.gp.evaluate import (
-    IndividualSpec,
-    _Objective,
-    identify,
-    initial_velocity,
-    lowpass,
-)
+from models.drivetrain.gp.evaluate import IndividualSpec, identify
+from models.drivetrain.gp.objective import Objective
 from models.drivetrain.gp.presets import data_settings
 from models.drivetrain.gp.recording import as_arrays
 from models.drivetrain.gp.settings import GPSettings, IdentificationSettings
+from models.drivetrain.gp.signals import initial_velocity, lowpass
 from models.drivetrain.scales import estimate_scales
 from models.drivetrain.simulate import get_simulator
 from models.drivetrain.submodels import Submodel, parameter_specs
@@ -72,7 +68,7 @@ def test_time_constants_of_many_samples_are_inside() -> None:
         assert box[name][0] < value < box[name][1]
 
 
-def objective(log_scale: bool) -> _Objective:
+def objective(log_scale: bool) -> Objective:
     rec = reference_recording(["two_mass", "coulomb", "gravity"])
     gp = data_settings(estimate_scales(rec), position=False, wide=True)
     ident = IdentificationSettings(jit=False, log_scale=log_scale)
@@ -83,7 +79,7 @@ def objective(log_scale: bool) -> _Objective:
                              **gp.kit_options())  # fmt: skip
 
     sim = make(data.n, 1)
-    return _Objective(make, sim, data, data.n, ident, sim.model.values(), time.perf_counter())
+    return Objective(make, sim, data, data.n, ident, sim.model.values(), time.perf_counter())
 
 
 def test_sign_fixed_parameters_are_searched_in_log_scale() -> None:

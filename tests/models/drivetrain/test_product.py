@@ -13,8 +13,8 @@ import pytest
 from methods.errors import InputError
 from models.drivetrain import REFERENCE_STRUCTURE, reference_recording
 from models.drivetrain.gp import GPSettings, IdentificationSettings, StructureSearch
-from models.drivetrain.gp.evaluate import integral
 from models.drivetrain.gp.presets import emps_settings
+from models.drivetrain.gp.signals import integral
 from models.drivetrain.product import DT_RTOL, DriveModel, check_recording, validate
 from models.drivetrain.simulate import simulate
 from models.drivetrain.submodels import parameter_specs

@@ -118,7 +118,7 @@ def test_fit_attributes_mirror_the_search() -> None:
 
 def test_search_evidence_reuses_the_neighbours_the_search_refined() -> None:
     from models.drivetrain.gp import StructureSearch
-    from models.drivetrain.structure_fit import search_evidence
+    from models.drivetrain.search_evidence import search_evidence
 
     recording = _noisy("1,5,6", 5, percent=0.5)
     allowed = ("one_mass", "coulomb", "viscous", "gravity")

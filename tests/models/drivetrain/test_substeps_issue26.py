@@ -16,21 +16,15 @@ from benchmarks._drive_machines import add_noise, draw_machine, simulate_machine
 from models import budget
 from models.drivetrain import reference_recording
 from models.drivetrain.gp import evaluate
-from models.drivetrain.gp.evaluate import IndividualSpec, identify, lowpass
+from models.drivetrain.gp.evaluate import IndividualSpec, identify
 from models.drivetrain.gp.presets import data_settings
 from models.drivetrain.gp.recording import as_arrays
 from models.drivetrain.gp.settings import GPSettings, IdentificationSettings
+from models.drivetrain.gp.signals import lowpass
 from models.drivetrain.kit import assemble
 from models.drivetrain.scales import estimate_scales
-from models.drivetrain.simulate import (
-    BUILDS,
-    cached_model,
-    get_simulator,
-    power_of_two,
-    simulate,
-    stiffness_bound,
-    substeps,
-)
+from models.drivetrain.simulate import BUILDS, cached_model, get_simulator, simulate
+from models.drivetrain.substeps import power_of_two, stiffness_bound, substeps
 
 DT = 1e-3
 # a wide box around a soft one-mass drive with a sharp friction (f_tanh 200): the box's

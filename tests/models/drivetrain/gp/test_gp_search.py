@@ -11,9 +11,10 @@ import pytest
 
 from methods.errors import InputError
 from models.drivetrain.excitation import reference_recording
-from models.drivetrain.gp.evaluate import IndividualSpec, evaluate_batch, identify, initial_velocity
+from models.drivetrain.gp.evaluate import IndividualSpec, evaluate_batch, identify
 from models.drivetrain.gp.search import StructureSearch, as_arrays
 from models.drivetrain.gp.settings import GPSettings, IdentificationSettings
+from models.drivetrain.gp.signals import initial_velocity
 from models.drivetrain.simulate import simulate
 from models.drivetrain.submodels import parameter_specs
 
@@ -96,7 +97,7 @@ def test_checkpoint_of_another_search_is_refused(recording, tmp_path):
 
 def _sim_error(structure, parameters: dict, data, q=None) -> np.ndarray:
     """Simulated minus measured velocity over the whole record, from the initial velocity the
-    identification uses (``evaluate.initial_velocity``: from the first samples, of the
+    identification uses (``signals.initial_velocity``: from the first samples, of the
     position ``q`` when the fit weighs it)."""
     y0 = initial_velocity(data.y, q, data.dt)
     return simulate(structure, data.u, data.dt, parameters, y0=y0) - data.y

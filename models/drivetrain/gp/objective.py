@@ -1,0 +1,170 @@
+"""The least-squares problem of one drive identification (``models.drivetrain.gp.evaluate``):
+the (pre-filtered) velocity error, and the weighted position error, of a compiled simulation in
+box-normalised coordinates, with its simulation count, best point and time limit."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from models.drivetrain.gp.settings import IdentificationSettings
+from models.drivetrain.gp.signals import initial_velocity, integral, lowpass
+from models.drivetrain.simulate import CompiledSimulator
+from models.drivetrain.substeps import substeps
+
+if TYPE_CHECKING:
+    from models.drivetrain.gp.evaluate import RecordingArrays
+
+
+class TimeLimitReached(Exception):
+    """The identification's wall-clock limit passed (``IdentificationSettings.time_limit_s``)."""
+
+
+class Objective:
+    """The least-squares problem of one identification in box-normalised coordinates ``z``.
+
+    ``residual``/``jacobian``: the (pre-filtered) velocity error over the identification part
+    of the record, with the weighted position error appended when ``position_weight > 0``,
+    divided by ``scale``; non-finite entries are replaced. Counts simulations (``nfev``), keeps
+    the best point seen (``best_z``, ``best_cost``) and raises :class:`TimeLimitReached` once the wall
+    clock since ``t0`` passes the time limit.
+    """
+
+    def __init__(
+        self,
+        make: Callable[..., CompiledSimulator],
+        sim: CompiledSimulator,
+        data: RecordingArrays,
+        n_fit: int,
+        ident: IdentificationSettings,
+        start: np.ndarray,
+        t0: float,
+    ) -> None:
+        """``sim`` simulates the first ``sim.n_samples`` samples (the residual's part: the
+        whole identification part ``n_fit``, or its head when screening); ``make(n_samples,
+        n_sub)`` gives the simulator of the same structure with another substep count (cached,
+        ``get_simulator``); the weights (``scale``, ``wq``) come from the identification part,
+        so that RSS values of screened and refined individuals share one yardstick."""
+        specs = sim.model.specs
+        self.make = make
+        self.sim, self.dt, self.t0, self.time_limit_s = sim, data.dt, t0, ident.time_limit_s
+        self.best_n = sim.n_sub
+        self.lower = np.array([s.lower for s in specs])
+        self.width = np.array([s.upper - s.lower for s in specs])
+        upper = self.lower + self.width
+        # log scale where the sign is fixed (z = log(p / lower) / log(upper / lower))
+        self.log = np.array([ident.log_scale and s.lower > 0 for s in specs], dtype=bool)
+        self.log_lower = np.log(np.where(self.log, self.lower, 1.0))
+        self.log_width = np.where(
+            self.log, np.log(np.where(self.log, upper, np.e)) - self.log_lower, 1.0
+        )
+        n_res = sim.n_samples
+        self.u = data.u[:n_res]
+        self.filt = lowpass(ident.prefilter_hz, data.dt)
+        self.keep = (lambda a: a) if self.filt is None else self.filt
+        self.yf = self.keep(data.y[:n_res])
+        y_fit = self.keep(data.y[:n_fit])
+        self.scale = float(np.sqrt(np.sum((y_fit - y_fit.mean()) ** 2)) + 1e-300)
+        self.q_all = data.q if ident.position_weight > 0 else None
+        self.y0 = initial_velocity(data.y, self.q_all, data.dt)
+        self.q: np.ndarray | None = None
+        self.wq = 0.0
+        if self.q_all is not None:
+            # position residual integral(y_sim) + q[0] - q, weighted to velocity scale
+            q_fit = self.q_all[:n_fit]
+            self.q = self.q_all[:n_res]
+            self.wq = (
+                ident.position_weight
+                * self.scale
+                / float(np.sqrt(np.sum((q_fit - q_fit.mean()) ** 2)) + 1e-300)
+            )
+        self.nfev = 0
+        self.best_cost = np.inf
+        self.best_z = self.normalised(start)
+
+    def normalised(self, p: np.ndarray) -> np.ndarray:
+        """The normalised point ``z`` in ``[0, 1]`` of a parameter vector (clipped to the box)."""
+        lin = (p - self.lower) / self.width
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log = (np.log(np.maximum(p, self.lower)) - self.log_lower) / self.log_width
+        return np.clip(np.where(self.log, log, lin), 0, 1)
+
+    def parameters(self, z: np.ndarray) -> np.ndarray:
+        """Parameter vector at the normalised point ``z``."""
+        lin = self.lower + self.width * z
+        if not self.log.any():
+            return lin
+        return np.where(self.log, np.exp(self.log_lower + self.log_width * z), lin)
+
+    def slopes(self, z: np.ndarray) -> np.ndarray:
+        """``dp/dz`` at ``z`` (per parameter)."""
+        return np.where(self.log, self.parameters(z) * self.log_width, self.width)
+
+    def use(self, n_sub: int) -> None:
+        """Simulate with ``n_sub`` substeps from now on; the best cost is re-measured by the
+        next evaluation (the old one belongs to another objective)."""
+        if n_sub != self.sim.n_sub:
+            self.sim = self.make(self.sim.n_samples, n_sub)
+            self.best_cost = np.inf
+
+    def stable_substeps(self, z: np.ndarray) -> int:
+        """The step-size rule's substep count at the point ``z`` (a `LimitError` beyond the
+        machine's limit)."""
+        return substeps(self.sim.model, self.dt, 1, self.parameters(z))
+
+    def raw_residual(self, z: np.ndarray, sim: CompiledSimulator) -> np.ndarray:
+        """The residual at ``z`` simulated with ``sim`` (not counted, no best point kept)."""
+        ys = sim.simulate(self.parameters(z), self.u, self.y0)
+        r = self.keep(ys) - self.yf
+        if self.q is not None:
+            r = np.concatenate([r, self.wq * (integral(ys, self.dt) + self.q[0] - self.q)])
+        return r / self.scale
+
+    def residual(self, z: np.ndarray) -> np.ndarray:
+        ys = self.sim.simulate(self.parameters(z), self.u, self.y0)
+        r = self.keep(ys) - self.yf
+        q = self.q
+        if q is not None:
+            r = np.concatenate([r, self.wq * (integral(ys, self.dt) + q[0] - q)])
+        r = r / self.scale
+        r = np.where(np.isfinite(r), r, 1e3)
+        self._check(z, r)
+        return r
+
+    def jacobian(self, z: np.ndarray) -> np.ndarray:
+        _ysim, jp = self.sim.simulate_with_jacobian(self.parameters(z), self.u, self.y0)
+        self.nfev += 1
+        if self.q is not None:
+            jp = np.vstack([self.keep(jp), self.wq * integral(jp, self.dt)])
+        else:
+            jp = self.keep(jp)
+        jz = jp * self.slopes(z) / self.scale
+        return np.where(np.isfinite(jz), jz, 0.0)
+
+    def _check(self, z: np.ndarray, r: np.ndarray) -> None:
+        """Count the simulation, keep ``z`` if it is the best so far, enforce the time limit."""
+        self.nfev += 1
+        cost = float(r @ r)
+        if cost < self.best_cost:
+            self.best_cost, self.best_z, self.best_n = cost, z.copy(), self.sim.n_sub
+        if time.perf_counter() - self.t0 > self.time_limit_s:
+            raise TimeLimitReached
+
+    def held_out_rss(
+        self, full: CompiledSimulator, p: np.ndarray, data: RecordingArrays, n_fit: int
+    ) -> tuple[float, np.ndarray]:
+        """RSS from sample ``n_fit`` on (the held-out tail, or with ``n_fit = 0`` the whole
+        record) of the whole record simulated through from the start with ``full`` at ``p``,
+        and that part's (pre-filtered) output."""
+        filt = self.filt
+        y_all = filt(data.y) if filt else data.y
+        y_sim = full.simulate(p, data.u, self.y0)
+        resid = ((filt(y_sim) if filt and np.all(np.isfinite(y_sim)) else y_sim) - y_all)[n_fit:]
+        if self.q_all is not None:
+            pos = integral(y_sim, data.dt) + self.q_all[0] - self.q_all
+            resid = np.concatenate([resid, self.wq * pos[n_fit:]])
+        rss = float(resid @ resid) if np.all(np.isfinite(resid)) else np.inf
+        return rss, y_all[n_fit:]
