@@ -286,6 +286,10 @@ def _child(conn: socket.socket, fds: list[int], request: dict[str, Any], entry: 
         sys.modules["numpy"].random.seed()  # legacy global state: fresh, as in a new process
     _REPORT.append(conn)
     _profile(os.environ.get(PROFILE_ENV))
+    if os.environ.get(STACKS_ENV):  # a diagnostic: SIGUSR1 prints every thread's stack
+        import faulthandler
+
+        faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
     code = 1
     try:
         result = _call(entry)
@@ -311,6 +315,7 @@ def _child(conn: socket.socket, fds: list[int], request: dict[str, Any], entry: 
 #: a path: each child writes its cProfile statistics to `<path>.<pid>` (a diagnostic of
 #: benchmarks/cli_overhead.py; as a GREYLAB_ variable it gets a daemon of its own)
 PROFILE_ENV = "GREYLAB_WARM_PROFILE"
+STACKS_ENV = "GREYLAB_WARM_STACKS"  # set: a warm child prints its threads' stacks on SIGUSR1
 
 
 def _profile(path: str | None) -> None:

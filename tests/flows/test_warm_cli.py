@@ -138,9 +138,9 @@ def test_changed_code_is_never_served_by_a_stale_daemon(lab_alone: Lab) -> None:
 
 
 def test_sigint_interrupts_the_warm_command_with_exit_130(lab: Lab) -> None:
-    lab.wait_ready()
+    lab.wait_ready(GREYLAB_WARM_STACKS="1")  # the daemon of that environment (its key)
     before = lab.children()
-    full = {**lab.env, "GREYLAB_WARM": "1"}
+    full = {**lab.env, "GREYLAB_WARM": "1", "GREYLAB_WARM_STACKS": "1"}  # stacks on SIGUSR1
     args = [GREYLAB, "drive", "identify", "--population", "10", "--generations", "50",
             "--seed", "0", "--no-cache", "--runner", "thread", "--workers", "1"]  # fmt: skip
     process = subprocess.Popen(args, cwd=lab.cwd, env=full, stdout=subprocess.PIPE,
@@ -159,10 +159,12 @@ def test_sigint_interrupts_the_warm_command_with_exit_130(lab: Lab) -> None:
             # Seen once in a full `make test` (load ~3): the first Ctrl-C did not end the
             # command (not reproduced alone or under 6 busy processes, 12 tries); a user
             # presses Ctrl-C again. Reported, not hidden: the warning names it (issue 31 note).
-            warnings.warn("warm command: the first SIGINT did not end it within 60 s; a "
-                          "second one was sent", stacklevel=1)  # fmt: skip
+            os.kill(child, signal.SIGUSR1)  # where it is: every thread's stack on its stderr
+            time.sleep(2.0)
             process.send_signal(signal.SIGINT)
             _out, err = process.communicate(timeout=120)
+            warnings.warn("warm command: the first SIGINT did not end it within 60 s; a "
+                          f"second one was sent. Its stacks then: {err[-6000:]}", stacklevel=1)  # fmt: skip
     finally:
         if process.poll() is None:
             process.kill()
