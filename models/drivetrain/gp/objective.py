@@ -124,12 +124,8 @@ class Objective:
         return r / self.scale
 
     def residual(self, z: np.ndarray) -> np.ndarray:
-        ys = self.sim.simulate(self.parameters(z), self.u, self.y0)
-        r = self.keep(ys) - self.yf
-        q = self.q
-        if q is not None:
-            r = np.concatenate([r, self.wq * (integral(ys, self.dt) + q[0] - q)])
-        r = r / self.scale
+        """The residual at ``z`` with the current simulator, counted and the best kept."""
+        r = self.raw_residual(z, self.sim)
         r = np.where(np.isfinite(r), r, 1e3)
         self._check(z, r)
         return r
