@@ -245,8 +245,17 @@ def lab_form(schema: dict[str, Any], model: type[BaseModel]) -> None:
     (the form labels it without "(Optional)", and text typed into a number field, which
     leaves the field empty, is refused instead of sent as nothing, which would run the
     default), `Limit` maxima from the worker's limits, a choice of an Enum inline (no class
-    name on the form), the range of every number at the end of its description, and "empty"
-    as the name of the empty alternative of an optional field.
+    name on the form), the range of every number at the end of its description.
+
+    An optional field (`X | None = None`, empty means something) is a plain field of its
+    value's type, not required and without a default (`_plain`): the Prefect UI shows an
+    `anyOf` with a null alternative as a toggle whose null side says 'Property is type
+    "None"'. The form leaves such a field out when it is empty (the settings model fills
+    in None) and sends the null of a prefilled default as it is: Prefect's schema check, in
+    the form and on the server (`preprocess_schema`), lets a field that is neither required
+    nor has a default be null. An optional number whose default is a number and whose
+    zero means none (`Cli(zero_is_none=True)`, e.g. the press's sensors: 0 = all) is a
+    required number from 0 (the settings model reads 0 as None).
 
     The form checks the schema before it submits, and the server again, because deployments
     enforce their parameter schema (`enforce_parameter_schema`, Prefect's default; the form's
@@ -261,24 +270,41 @@ def lab_form(schema: dict[str, Any], model: type[BaseModel]) -> None:
         if prop is None:
             continue
         kind, optional = _without_none(field.annotation)
+        prop.setdefault("title", name.replace("_", " ").title())
+        if isinstance(kind, type) and issubclass(kind, enum.Enum):
+            _inline_enum(prop, kind)
+        if optional and _plain(prop) and "default" in prop and cli_of(field).zero_is_none:
+            prop["minimum"] = 0  # a number by default, required: 0 says none
+            optional = False
         if not optional:
             required.append(name)
         for item in field.metadata:
             if isinstance(item, Limit):
                 target = _non_null(prop)
                 target["maxItems" if target.get("type") == "array" else "maximum"] = item.maximum()
-        prop.setdefault("title", name.replace("_", " ").title())
-        if isinstance(kind, type) and issubclass(kind, enum.Enum):
-            _inline_enum(prop, kind)
         for alternative in prop.get("anyOf", []):
-            if alternative.get("type") == "null":
-                alternative["title"] = "empty"
-            else:
-                alternative.setdefault("title", prop.get("title", name))
+            alternative.setdefault("title", prop.get("title", name))
         bounds = _bounds(_non_null(prop))
         if bounds and prop.get("description"):
             prop["description"] = f"{prop['description']} (range: {bounds})"
     schema["required"] = required
+
+
+def _plain(prop: dict[str, Any]) -> bool:
+    """An optional field's `anyOf: [value, null]` as the value's schema itself, without a
+    null default (`lab_form`); a choice keeps null among its values, so a prefilled null
+    passes the check of its choices. False (unchanged) for anything else."""
+    alternatives = prop.get("anyOf", [])
+    values = [a for a in alternatives if a.get("type") != "null"]
+    if len(values) != 1 or len(alternatives) != 2:
+        return False
+    del prop["anyOf"]
+    prop.update({k: v for k, v in values[0].items() if k != "title"})
+    if "enum" in prop:
+        prop["enum"] = [*prop["enum"], None]
+    if "default" in prop and prop["default"] is None:
+        del prop["default"]
+    return True
 
 
 def _non_null(prop: dict[str, Any]) -> dict[str, Any]:

@@ -86,8 +86,8 @@ class PressStudy(BaseModel):
         "= the candidate with the most parameters (ties: the last listed)",
     )
     n_sensors: Annotated[
-        int | None, Cli(name="sensors", zero_is_none=True, note="all or 0 = all")
-    ] = Field(2, ge=1, description="Sensors kept by the optimal design; empty = all")
+        int | None, Cli(name="sensors", zero_is_none=True, note="all says the same")
+    ] = Field(2, ge=1, description="Sensors kept by the optimal design; 0 = all")
     max_sensors: int | None = Field(
         None,
         ge=1,
@@ -170,6 +170,11 @@ class PressStudy(BaseModel):
         from models.registry import check_model_reference
 
         return None if value is None else check_model_reference(value)
+
+    @field_validator("n_sensors", mode="before")
+    @classmethod
+    def _all_sensors(cls, value: Any) -> Any:
+        return None if value == 0 and value is not False else value  # the form's 0 = all
 
     @field_validator("n_tests")
     @classmethod

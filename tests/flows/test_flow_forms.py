@@ -14,13 +14,16 @@ from flows.drive.flow import drive_structure_search
 from flows.ingest.flow import ingest_lab_data
 from flows.inverse.flow import inverse_simulation
 from flows.press.flow import press_uncertainty
+from flows.validation.flow import model_validation
 
 FLOWS = {"press": press_uncertainty, "drive": drive_structure_search,
          "inverse": inverse_simulation, "ingest": ingest_lab_data}  # fmt: skip
+#: every form, the validation's too (its settings have required fields: no default object)
+FORMS = {**FLOWS, "validation": model_validation}
 
 
 def _schema(name: str) -> dict[str, Any]:
-    return parameter_schema(FLOWS[name].fn).model_dump()
+    return parameter_schema(FORMS[name].fn).model_dump()
 
 
 def _settings(schema: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -125,33 +128,71 @@ def test_the_form_has_the_papers_switch(name: str) -> None:
 def test_numbers_and_choices_cannot_be_left_empty_in_the_form(name: str) -> None:
     """Text typed into a number field leaves it empty and the form drops it (seen in the
     browser: the submitted study lacks the key, so the default ran). Checked with Prefect's
-    own validator, as the form and the server call it: a form submission (every field, as the
-    form sends them) that lacks a field that cannot be empty is refused at that field; an API
-    caller's partial settings need the check off (the flow fills in the defaults). Optional fields (empty
-    means something, said in the description) may be empty."""
+    own validator, as the form and the server call it (with its schema preprocessing): the
+    prefilled form passes, and a form submission (every field, as the form sends them) that
+    lacks a field that cannot be empty is refused at that field; an API caller's partial
+    settings need the check off (the flow fills in the defaults). Optional fields (empty
+    means something, said in the description) may be left out, or sent as the prefilled null."""
     from prefect.utilities.schema_tools.validation import build_error_obj, validate
 
     schema = _schema(name)
     parameter, model = _settings(schema)
     (key,) = schema["properties"]  # the flow's one parameter: its settings model
     form = dict(parameter["default"])  # what the form sends untouched
-    assert validate({key: form}, schema, preprocess=False) == []
+    assert validate({key: form}, schema) == []
+    assert None in form.values(), "a prefilled null: the case the server must accept"
     for field, prop in model["properties"].items():
-        nullable = any(p.get("type") == "null" for p in prop.get("anyOf", []))
-        if nullable:
+        left_out = validate({key: {k: v for k, v in form.items() if k != field}}, schema)
+        if field not in model["required"]:
             assert "empty" in prop["description"], f"{name}.{field}: what empty means"
+            assert left_out == [] and validate({key: {**form, field: None}}, schema) == []
             continue
         if prop.get("type") == "boolean":
             continue  # a checkbox always has a value
-        errors = validate({key: {k: v for k, v in form.items() if k != field}}, schema,
-                          preprocess=False)  # fmt: skip
-        assert errors, f"{name}.{field}: left empty, the form would run the default"
-        assert build_error_obj(errors)["errors"][0]["errors"][0]["property"] == field
+        assert left_out, f"{name}.{field}: left empty, the form would run the default"
+        assert build_error_obj(left_out)["errors"][0]["errors"][0]["property"] == field
+        assert validate({key: {**form, field: None}}, schema) != [], f"{name}.{field}: null"
     # an API caller's partial settings: refused by the schema (the form shows no
     # "(Optional)"), run with the check off (deployments.runs) and filled in by the flow
     some = {"experiment": "api-caller"}
     assert validate({key: some}, schema, raise_on_error=False) != []
     assert FLOWS[name].validate_parameters({key: some})[key].experiment == "api-caller"
+
+
+@pytest.mark.parametrize("name", FORMS)
+def test_no_field_is_a_toggle_to_none(name: str) -> None:
+    """An optional field is a plain field, not required, without a null default: Prefect's UI
+    shows an `anyOf` with a null alternative as a toggle whose null side reads 'Property is
+    type "None"' (`SchemaFormPropertyNull`); the flow's settings fill None back in."""
+    import json
+
+    schema = _schema(name)
+    _, model = _settings(schema)
+    assert '"null"' not in json.dumps(model), f"{name}: a null alternative left"
+    for field, prop in model["properties"].items():
+        if field not in model["required"]:
+            assert "type" in prop and prop.get("default", "none") is not None, (name, field)
+    optional = [f for f in model["properties"] if f not in model["required"]]
+    assert optional, f"{name}: no optional field to check"
+    if name != "validation":  # (its model and data have no default)
+        (key,) = schema["properties"]
+        filled = FORMS[name].validate_parameters({key: {}})[key]  # the form left them out
+        assert all(getattr(filled, f) is None for f in optional), optional
+
+
+def test_the_sensor_count_is_a_required_number_where_0_means_all() -> None:
+    """The one optional number with a number as default (press sensors, 2): required in the
+    form (text typed there is refused, not run as 2), from 0, and 0 is all (None)."""
+    from flows.press.settings import PressStudy
+
+    _, model = _settings(_schema("press"))
+    prop = model["properties"]["n_sensors"]
+    assert "n_sensors" in model["required"] and prop["minimum"] == 0 and prop["default"] == 2
+    assert "0 = all" in prop["description"] and "(range: >= 0)" in prop["description"]
+    assert PressStudy(n_sensors=0).n_sensors is None
+    assert PressStudy(n_sensors=3).n_sensors == 3
+    with pytest.raises(ValueError, match="n_sensors"):
+        PressStudy(n_sensors=-1)
 
 
 @pytest.mark.parametrize(
@@ -203,8 +244,8 @@ def test_descriptions_speak_the_labs_words(name: str) -> None:
 def test_design_model_and_submodels_are_choices(monkeypatch) -> None:
     monkeypatch.setenv("GREYLAB_ALLOWED_MODELS", "labmodels.spring:Spring")
     _, press = _settings(_schema("press"))
-    (choice,) = [p for p in press["properties"]["design_model"]["anyOf"] if "enum" in p]
-    assert choice["enum"] == ["M1", "M2", "M3", "labmodels.spring:Spring"]
+    choice = press["properties"]["design_model"]
+    assert choice["enum"] == ["M1", "M2", "M3", "labmodels.spring:Spring", None]  # None: empty
     _, drive = _settings(_schema("drive"))
     for field in ("structure", "reference_structure"):
         assert "two_mass" in drive["properties"][field]["items"]["enum"]
