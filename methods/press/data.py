@@ -69,7 +69,10 @@ def to_cube(table: pd.DataFrame, sensors: Sequence[str] | None = None) -> PressD
     ser, stp = table["series"].to_numpy()[keep], table["step"].to_numpy()[keep]
     series, steps = np.unique(ser), np.unique(stp)
     n_m, n_q, n_s = len(series), len(steps), len(sensors)
-    k = pd.Categorical(names[keep], categories=list(sensors)).codes
+    kept = names[keep]
+    k = np.zeros(kept.size, dtype=np.intp)  # sensor codes (pd.Categorical: 0.3 ms a call)
+    for i, s in enumerate(sensors[1:], start=1):
+        k[kept == s] = i
     flat = (np.searchsorted(series, ser) * n_q + np.searchsorted(steps, stp)) * n_s + k
     if flat.size != n_m * n_q * n_s or np.unique(flat).size != flat.size:
         raise InputError(

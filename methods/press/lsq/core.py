@@ -28,6 +28,7 @@ import numpy as np
 
 from methods.errors import InputError
 from methods.press.lsq.lm import StopReason, Tolerances, levenberg_marquardt
+from methods.press.lsq.minpack import minpack_first
 from methods.press.lsq.problem import LSProblem
 from methods.timeouts import call_with_time_limit
 
@@ -172,6 +173,20 @@ def _residual_fns(
     return evaluate, second
 
 
+def _point_fn(problem: LSProblem) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
+    """``x -> (r, J)`` of one problem in scaled parameters, unbatched (MINPACK's engine)."""
+    comp, q, zbar, scale = problem.comp, problem.q, problem.zbar, problem.scale
+    sw = np.sqrt(problem.wt)
+    swJ = sw[:, None] * scale
+
+    def point(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        with np.errstate(all="ignore"):
+            h, J = comp.eval_hJ(x * scale, q)
+            return sw * (h - zbar), J * swJ
+
+    return point
+
+
 def _trf(
     evaluate: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]],
     x0: np.ndarray,
@@ -217,12 +232,17 @@ def solve_ls(
     tol: Tolerances = Tolerances(),  # noqa: B008 - frozen dataclass
     second_order: bool = True,
     fallback: bool = True,
+    minpack: bool = True,
 ) -> LSResult:
     """Minimise ``1/2 sum_l wt_l (h_l(p) - zbar_l)^2`` in scaled ``x = p / scale``.
 
-    ``problem``: one fit (``zbar``, ``wt`` flat (n_q*n_S,)). Levenberg-Marquardt of ``methods.press.lsq.lm`` (its
-    convergence test decides ``success``); full Hessian ``J^T W J + S`` after 15 iterations
-    when positive definite. If LM does not converge, fallback: scipy's trust-region
+    ``problem``: one fit (``zbar``, ``wt`` flat (n_q*n_S,)). Unbounded problems (and
+    ``minpack``) start with MINPACK's ``lmder`` and Newton steps on its end point
+    (``methods.press.lsq.minpack``); the convergence test of ``methods.press.lsq.lm`` decides
+    ``success`` there as everywhere. Where it fails (or for bounded problems): the
+    Levenberg-Marquardt of ``methods.press.lsq.lm``, from MINPACK's point and then from the
+    start; full Hessian ``J^T W J + S`` after 15 iterations when positive definite. If LM does
+    not converge, fallback: scipy's trust-region
     reflective (``x_scale='jac'``) from the start, then from LM's end point, each followed by
     LM from trf's point (which must pass the same test). Bounds by projection.
     """
@@ -236,8 +256,27 @@ def solve_ls(
         second_order=second if second_order else None,
     )  # fmt: skip
     x0 = np.clip(problem.p0 / scale, lo, hi)
-    res = run(x0[None])
-    n_iter = int(res.n_iter[0])
+    res, n_iter = None, 0
+    if minpack and not (np.isfinite(lo).any() or np.isfinite(hi).any()):
+        # MINPACK's compiled LM first, its end point polished and tested (minpack module);
+        # where the test fails, the careful LM continues from there, then from the start
+        first = minpack_first(
+            _point_fn(problem), evaluate, x0, lo, hi, tol=tol,
+            second_order=second if second_order else None,
+        )  # fmt: skip
+        if first is not None:
+            res, n_iter = first, int(first.n_iter[0])
+            if not res.converged[0]:
+                for start in (res.x, x0[None]):
+                    more = run(start)
+                    n_iter += int(more.n_iter[0])
+                    if more.converged[0] or more.cost[0] < res.cost[0]:
+                        res = more
+                    if res.converged[0]:
+                        break
+    if res is None:
+        res = run(x0[None])
+        n_iter = int(res.n_iter[0])
     best, via = res, ""
     if fallback and not res.converged[0]:
         for start, label in ((x0, "the start"), (res.x[0], "LM's end point")):

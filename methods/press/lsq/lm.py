@@ -113,13 +113,15 @@ class Stationarity:
     ``|u_i| / (xtol-floor_i)`` / xtol (<= 1 passes); ``condition`` cond(Jn_F); ``code``:
     index into StopReason of GRADIENT, STEP, SINGULAR, NOT_FINITE, or -1 (none passed);
     ``at_precision``: the predicted decrease is below the cost's rounding error (used only
-    when the solver can make no further progress: then PRECISION)."""
+    when the solver can make no further progress: then PRECISION); ``gn_step`` (N, n_p) the
+    Gauss-Newton step ``u`` of the step test (free parameters; 0 for held ones)."""
 
     optimality: np.ndarray
     step: np.ndarray
     condition: np.ndarray
     code: np.ndarray
     at_precision: np.ndarray
+    gn_step: np.ndarray
 
     @property
     def converged(self) -> np.ndarray:
@@ -201,13 +203,14 @@ def _stationarity(
     Ginv_diag = ((V * V) @ wi[:, :, None])[:, :, 0] / Ds**2
     s = np.sqrt(np.maximum(rr / max(m - n_p, 1), 0.0)[:, None] * Ginv_diag)
     floor = np.maximum(np.maximum(np.abs(x), s), SQRT_EPS)
-    step = np.max(np.where(held, 0.0, np.abs(u) / floor), axis=1) / xtol
+    u = np.where(held, 0.0, u)
+    step = np.max(np.abs(u) / floor, axis=1) / xtol
     code = np.full(n, -1)
     code[step <= 1.0] = _ORDER.index(StopReason.STEP)
     code[opt <= gtol] = _ORDER.index(StopReason.GRADIENT)
     code[singular] = _ORDER.index(StopReason.SINGULAR)
     code[~finite] = _ORDER.index(StopReason.NOT_FINITE)
-    return Stationarity(opt, step, cond, code, floor_ok & ~singular & finite)
+    return Stationarity(opt, step, cond, code, floor_ok & ~singular & finite, u)
 
 
 @dataclass(frozen=True)
