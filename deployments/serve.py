@@ -7,6 +7,7 @@ against the configured Prefect server (`PREFECT_API_URL`).
 
 from __future__ import annotations
 
+import contextvars
 import importlib
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,27 @@ def load_flow(entrypoint: str) -> Any:
     return getattr(module, attribute)
 
 
+#: True while `build_deployments` makes the forms: a settings schema may then read what only
+#: a served form needs (the validation form's registered models from MLflow), never at import
+_BUILDING = contextvars.ContextVar("greylab_building_deployments", default=False)
+
+
+def building_deployments() -> bool:
+    return _BUILDING.get()
+
+
 def build_deployments(names: list[str] | None = None) -> list[Any]:
+    """The deployments of `prefect.yaml` (all, or `names`); their forms are made now, so they
+    offer what this worker has: its limits, its ingested campaigns, the models registered in
+    its MLflow (`flows/validation/choices.py`, read with a short timeout)."""
+    token = _BUILDING.set(True)
+    try:
+        return _build(names)
+    finally:
+        _BUILDING.reset(token)
+
+
+def _build(names: list[str] | None) -> list[Any]:
     from prefect.schedules import Cron
 
     deployments = []

@@ -58,6 +58,19 @@ def _data_choices(schema: dict[str, Any]) -> None:
         schema["examples"] = choices
 
 
+def _model_choices(schema: dict[str, Any]) -> None:
+    """The form's Model field: the registered greylab models as a choice when the deployment
+    is built (`flows.validation.choices`), else free text with the name's pattern."""
+    from deployments.serve import building_deployments
+    from flows.validation.choices import registered_names
+
+    schema["pattern"] = MODEL_NAME.pattern  # the form refuses a path or URI before submit
+    names = registered_names(MODEL_NAME) if building_deployments() else []
+    if names:
+        schema["enum"] = names
+        schema["description"] += "; the choices: the models registered when the form was made"
+
+
 class ModelValidation(BaseModel):
     """Settings of one validation: which registered model, on which new data (the form in the
     Prefect UI)."""
@@ -71,6 +84,7 @@ class ModelValidation(BaseModel):
         ...,
         max_length=100,
         examples=["press-M3", "drive-emps"],
+        json_schema_extra=_model_choices,
         description="Registered model name as the study registered it: press-MODEL (e.g. "
         "press-M3) or drive-CAMPAIGN (e.g. drive-emps)",
     )
