@@ -18,7 +18,15 @@ pyproject.toml names `create_app`) or as `python -m deployments.mlflow_ui server
 options>`: the same command line as `mlflow server`, with this app in front of MLflow's own
 (`tests/browser/test_mlflow_ui.py` starts the first with MLflow's own app loader and
 checks the bundle still reads that key; `tests/browser/test_dashboards.py` checks the view
-from a fresh profile)."""
+from a fresh profile).
+
+With MLflow's basic auth (the compose stack, docker-compose.yml): `python -m
+deployments.mlflow_ui server --app-name basic-auth <options>` is `mlflow server --app-name
+basic-auth <options>` (its configuration checks and admin account before the workers start)
+with the basic-auth app behind the middleware; `mlflow server --app-name greylab` with
+`GREYLAB_MLFLOW_BASE_APP=mlflow.server.auth:create_app` serves the same app, but MLflow then
+leaves the admin account to each worker (`tests/integration/test_mlflow_auth_view.py` runs
+both)."""
 
 from __future__ import annotations
 
@@ -33,6 +41,8 @@ VIEW = "machine_learning"
 APP_NAME = "greylab"
 BASE_APP_ENV = "GREYLAB_MLFLOW_BASE_APP"
 DEFAULT_BASE_APP = "mlflow.server.fastapi_app:app"
+BASIC_AUTH = "basic-auth"  # MLflow's `mlflow.app` entry point of its basic-auth server
+BASIC_AUTH_APP = "mlflow.server.auth:create_app"
 
 _KEY, _VALUE = json.dumps(STORAGE_KEY), json.dumps(json.dumps(VIEW))
 SCRIPT = (
@@ -96,11 +106,17 @@ class MachineLearningView:
 
 def create_app() -> MachineLearningView:
     """The server app (a factory: uvicorn builds it in each worker, after `mlflow server` has
-    set up the stores): MLflow's app (or `$GREYLAB_MLFLOW_BASE_APP`) behind the middleware."""
+    set up the stores): MLflow's app (or `$GREYLAB_MLFLOW_BASE_APP`, `module:attribute`)
+    behind the middleware. A base that is a factory function is called, e.g.
+    `mlflow.server.auth:create_app`, MLflow's basic-auth app (its `mlflow.app` entry point
+    `basic-auth`), which returns its FastAPI app under uvicorn."""
     import importlib
+    import types
 
     module, _, attribute = os.environ.get(BASE_APP_ENV, DEFAULT_BASE_APP).partition(":")
     base = getattr(importlib.import_module(module), attribute)
+    if isinstance(base, types.FunctionType):
+        base = base()
     return MachineLearningView(base)
 
 
@@ -109,22 +125,32 @@ def main(argv: list[str] | None = None) -> None:
 
     MLflow chooses a custom app by an installed `mlflow.app` entry point (greylab installs
     `greylab`); the launcher hands `mlflow server` the app directly, so it works from a
-    checkout that was not installed too. Only the default uvicorn
-    server is supported (an `--app-name` of its own, e.g. basic-auth, is refused)."""
+    checkout that was not installed too (the compose MLflow image has only this module).
+    `--app-name basic-auth` runs MLflow's basic-auth server (its checks and admin account
+    made before the workers start, as `mlflow server --app-name basic-auth` does) with
+    MLflow's basic-auth app behind this module's middleware (`BASIC_AUTH_APP` as the base
+    app). No other `--app-name`; only the default uvicorn server is supported."""
     import mlflow.server as server
     from mlflow.cli import cli
 
     run_server, find_app = server._run_server, server._find_app
 
     def run_with_view(**options: Any) -> Any:
-        if options.get("app_name") is not None:
-            raise SystemExit("deployments.mlflow_ui: --app-name is not supported here")
+        name = options.get("app_name")
+        if name not in (None, BASIC_AUTH):
+            raise SystemExit(
+                f"deployments.mlflow_ui: --app-name {name} is not supported here "
+                f"(only {BASIC_AUTH})"
+            )
         if options.get("gunicorn_opts") or options.get("waitress_opts"):
             raise SystemExit("deployments.mlflow_ui: only the default uvicorn server is supported")
-        return run_server(**{**options, "app_name": APP_NAME})
+        if name == BASIC_AUTH:
+            os.environ[BASE_APP_ENV] = BASIC_AUTH_APP  # inherited by the uvicorn workers
+        return run_server(**{**options, "app_name": name or APP_NAME})
 
     def find(name: str) -> str:
-        return "deployments.mlflow_ui:create_app" if name == APP_NAME else str(find_app(name))
+        ours = name in (APP_NAME, BASIC_AUTH)
+        return "deployments.mlflow_ui:create_app" if ours else str(find_app(name))
 
     server._run_server = run_with_view
     server._find_app = find  # type: ignore[assignment]

@@ -197,6 +197,10 @@ def test_called_commands_and_modules_exist(services: dict[str, Any]) -> None:
             assert program in ("prefect", "dask", "greylab", "python"), f"{name}: {program}"
             if program in ("prefect", "dask"):
                 assert f'"{program}' in pyproject, f"{program} is not a project dependency"
+        elif program == "python" and command[1] == "-m":  # a module copied into the image
+            path = command[2].replace(".", "/") + ".py"
+            assert re.search(rf"^COPY .*\b{path}\b.* (\S+)/$", dockerfile, re.M), f"{name}: {path}"
+            assert "ENV PYTHONPATH=" in dockerfile, f"{name}: {command[2]} not importable"
         else:
             assert re.search(rf"pip install .*\b{program}\[", dockerfile), f"{name}: {program}"
         if program == "python" and command[1] == "-m":

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Entrypoint of the MLflow image: writes the basic-auth configuration from the environment, then
-# runs the command (`mlflow server --app-name basic-auth ...`). The user store lives in
+# runs the command (`python -m deployments.mlflow_ui server --app-name basic-auth ...`: MLflow's
+# basic-auth server with greylab's UI default, deployments/mlflow_ui.py). The user store lives in
 # PostgreSQL (database mlflow_auth), so its URL holds a password: it is written to a private
 # file (umask 077) read through MLFLOW_AUTH_CONFIG_PATH, never baked into the image.
 #

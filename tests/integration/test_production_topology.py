@@ -160,8 +160,9 @@ def _servers(top: _Topology) -> Iterator[None]:
                     "--port", str(top.prefect_port), "--no-ui"]  # fmt: skip
     backend = top.pg.url("mlflow", top.secret["mlflow_db"], "mlflow", scheme="postgresql+psycopg2")
     mlflow_argv = [
-        "sh", str(DOCKER / "mlflow-entrypoint.sh"), str(BIN / "mlflow"), "server",
-        "--app-name", "basic-auth", "--host", "127.0.0.1", "--port", str(top.mlflow_port),
+        "sh", str(DOCKER / "mlflow-entrypoint.sh"), sys.executable, "-m",
+        "deployments.mlflow_ui", "server", "--app-name", "basic-auth",  # compose's command
+        "--host", "127.0.0.1", "--port", str(top.mlflow_port),
         "--backend-store-uri", backend,
         "--artifacts-destination", str(top.tmp / "artifacts"), "--workers", "2",
     ]  # fmt: skip
