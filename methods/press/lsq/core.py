@@ -39,15 +39,31 @@ class CompiledModel:
     """``hJ(p, q) -> (h, J)`` with h (n_q*n_S,) in (step, sensor) C-order, J (n_q*n_S, n_p);
     ``S(p, q, v) -> sum_l v_l Hess_p h_l`` (n_p, n_p).
 
-    Evaluation goes through CasADi ``FunctionBuffer`` objects bound to preallocated numpy
-    arrays (about 15x less call overhead than ``Function.__call__`` with DM conversion); the
-    buffers are per thread so thread-pool workers can share one compiled model.
+    ``S`` is built on first use (``S`` given as a function of no arguments): its symbolic
+    Hessian costs about twice ``hJ``'s Jacobian, and a caller that needs only ``h`` and ``J``
+    does not pay it. Evaluation goes through CasADi ``FunctionBuffer`` objects bound to
+    preallocated numpy arrays (about 15x less call overhead than ``Function.__call__`` with DM
+    conversion); the buffers are per thread so thread-pool workers can share one compiled
+    model.
     """
 
     def __init__(self, n_p: int, n_q: int, n_s: int, hJ: Any, S: Any) -> None:
         self.n_p, self.n_q, self.n_s = n_p, n_q, n_s
-        self.hJ, self.S = hJ, S
+        self.hJ = hJ
+        self._S = S
+        self._S_built = isinstance(S, ca.Function)
+        self._lock = threading.Lock()
         self._local = threading.local()
+
+    @property
+    def S(self) -> Any:
+        """The CasADi ``S`` function, built on first access (once, whichever thread asks)."""
+        if not self._S_built:
+            with self._lock:
+                if not self._S_built:
+                    self._S = self._S()
+                    self._S_built = True
+        return self._S
 
     def _buffers(self) -> SimpleNamespace:
         b = getattr(self._local, "b", None)
@@ -56,17 +72,10 @@ class CompiledModel:
             b = SimpleNamespace(
                 p=np.zeros(self.n_p), q=np.zeros(self.n_q), v=np.zeros(n_l),
                 h=np.zeros(n_l), Jt=np.zeros((self.n_p, n_l)), H=np.zeros((self.n_p, self.n_p)),
+                ev2=None,
             )  # fmt: skip
             b.buf1, b.ev1 = self.hJ.buffer()
-            b.buf2, b.ev2 = self.S.buffer()
-            for buf, args, res in (
-                (b.buf1, (b.p, b.q), (b.h, b.Jt)),
-                (b.buf2, (b.p, b.q, b.v), (b.H,)),
-            ):
-                for i, a in enumerate(args):
-                    buf.set_arg(i, memoryview(a))
-                for i, r in enumerate(res):
-                    buf.set_res(i, memoryview(r))
+            _bind(b.buf1, (b.p, b.q), (b.h, b.Jt))
             self._local.b = b
         return b
 
@@ -80,11 +89,23 @@ class CompiledModel:
 
     def eval_S(self, p: np.ndarray, q: np.ndarray, v: np.ndarray) -> np.ndarray:
         b = self._buffers()
+        if b.ev2 is None:
+            b.buf2, b.ev2 = self.S.buffer()
+            _bind(b.buf2, (b.p, b.q, b.v), (b.H,))
         b.p[:] = p
         b.q[:] = q
         b.v[:] = v
         b.ev2()
         return b.H.copy()
+
+
+def _bind(buf: Any, args: tuple[np.ndarray, ...], res: tuple[np.ndarray, ...]) -> None:
+    """Bind a CasADi ``FunctionBuffer``'s inputs and outputs to numpy arrays."""
+    # numpy's stubs declare ndarray.__buffer__ only for Python >= 3.12 (we check 3.11)
+    for i, a in enumerate(args):
+        buf.set_arg(i, memoryview(a))  # type: ignore[arg-type]
+    for i, r in enumerate(res):
+        buf.set_res(i, memoryview(r))  # type: ignore[arg-type]
 
 
 _CACHE: dict[tuple[int, int], tuple[object, CompiledModel]] = {}
@@ -118,15 +139,15 @@ def compile_model(model: Any, n_q: int) -> CompiledModel:
     if H.shape != (n_q, n_s):
         raise InputError(f"model response has shape {H.shape}, expected ({n_q}, {n_s})")
     h = ca.vec(H.T)  # (step, sensor) order: index j * n_S + k
-    v = ca.SX.sym("v", n_q * n_s)
     J = ca.jacobian(h, p)
-    Hv = ca.hessian(ca.dot(v, h), p)[0]
+
+    def build_S() -> ca.Function:
+        v = ca.SX.sym("v", n_q * n_s)
+        Hv = ca.hessian(ca.dot(v, h), p)[0]
+        return ca.Function("press_S", [p, q, v], [ca.densify(Hv)])
+
     comp = CompiledModel(
-        n_p,
-        n_q,
-        n_s,
-        ca.Function("press_hJ", [p, q], [h, ca.densify(J)]),
-        ca.Function("press_S", [p, q, v], [ca.densify(Hv)]),
+        n_p, n_q, n_s, ca.Function("press_hJ", [p, q], [h, ca.densify(J)]), build_S
     )
     _CACHE[key] = (model, comp)
     return comp
@@ -174,15 +195,19 @@ def _residual_fns(
 
 
 def _point_fn(problem: LSProblem) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
-    """``x -> (r, J)`` of one problem in scaled parameters, unbatched (MINPACK's engine)."""
+    """``x -> (r (m,), J^T (n_p, m))`` of one problem in scaled parameters, unbatched, for
+    MINPACK (the Jacobian by columns: no transposition there). Straight from the thread's
+    evaluation buffers (no copies); the caller holds ``np.errstate``."""
     comp, q, zbar, scale = problem.comp, problem.q, problem.zbar, problem.scale
     sw = np.sqrt(problem.wt)
-    swJ = sw[:, None] * scale
+    swT = scale[:, None] * sw[None, :]
 
     def point(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        with np.errstate(all="ignore"):
-            h, J = comp.eval_hJ(x * scale, q)
-            return sw * (h - zbar), J * swJ
+        b = comp._buffers()
+        np.multiply(x, scale, out=b.p)
+        b.q[:] = q
+        b.ev1()
+        return sw * (b.h - zbar), b.Jt * swT
 
     return point
 

@@ -41,15 +41,17 @@ TOL = 1e-15  # run to full precision: the test afterwards decides, never MINPACK
 @dataclass(frozen=True)
 class MinpackResult:
     """``x`` (n_p,) MINPACK's end point (scaled), ``n_iter`` its Jacobian evaluations
-    (iterations), ``n_fev`` its residual evaluations."""
+    (iterations), ``n_fev`` its residual evaluations, ``info`` its own verdict (1-4: it
+    claims convergence; never trusted here)."""
 
     x: np.ndarray
     n_iter: int
     n_fev: int
+    info: int
 
 
 def minpack_lm(point: Point, x0: np.ndarray, *, max_iter: int) -> MinpackResult | None:
-    """``lmder`` from ``x0`` with ``point(x) -> (r (m,), J (m, n_p))``, MINPACK's Jacobian
+    """``lmder`` from ``x0`` with ``point(x) -> (r (m,), J^T (n_p, m))``, MINPACK's Jacobian
     column scaling (``diag`` from the column norms, as ``x_scale='jac'``), tolerances 1e-15
     and at most ``max_iter`` residual evaluations per parameter. None when MINPACK cannot
     start (non-finite model at ``x0``, fewer residuals than parameters) or raises."""
@@ -69,23 +71,24 @@ def minpack_lm(point: Point, x0: np.ndarray, *, max_iter: int) -> MinpackResult 
         return cache[0]
 
     x0 = np.asarray(x0, dtype=float)
-    r0, J0 = point(x0)
+    with np.errstate(all="ignore"):
+        r0, J0 = point(x0)
     if r0.size < x0.size or not (np.isfinite(r0).all() and np.isfinite(J0).all()):
         return None
     key[0], cache[:] = x0.tobytes(), [(r0, J0)]
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            x, _, info, _, _ = leastsq(
+            x, _, info, _, status = leastsq(
                 lambda x: ev(x)[0], x0, Dfun=lambda x: ev(x)[1], full_output=True,
-                xtol=TOL, ftol=TOL, gtol=TOL, maxfev=max_iter * (x0.size + 1),
+                col_deriv=True, xtol=TOL, ftol=TOL, gtol=TOL, maxfev=max_iter * (x0.size + 1),
             )  # fmt: skip
     except (ValueError, TypeError, np.linalg.LinAlgError):
         return None
     x = np.asarray(x, dtype=float)
     if not np.isfinite(x).all():
         return None
-    return MinpackResult(x, int(info.get("njev", info["nfev"])), int(info["nfev"]))
+    return MinpackResult(x, int(info.get("njev", info["nfev"])), int(info["nfev"]), int(status))
 
 
 @dataclass(frozen=True)
