@@ -7,7 +7,8 @@ sent null or left a field out).
 Real parts: a Prefect server with its UI, the five deployments of `deployments/prefect.yaml`
 registered from `deployments.serve.build_deployments` (not served: the submitted runs stay
 scheduled; `test_dashboards.py` runs a form's submission to the end), Debian's Chromium from
-a fresh profile. Screenshots: `build/browser-shots/form-*.png`."""
+a fresh profile; the validation form's Model is a choice of the models registered in MLflow
+before the deployments were made (`flows/validation/choices.py`). Screenshots: `build/browser-shots/form-*.png`."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from typing import Any
 import pytest
 
 from tests.browser.servers import ROOT, chromium, fresh_page, shot
-from tests.browser.test_dashboards import _field, _get, _post, _refused
+from tests.browser.test_dashboards import _choose, _field, _get, _post, _refused
 from tests.integration.services import prefect_server, with_parent
 
 pytestmark = pytest.mark.browser
@@ -36,6 +37,7 @@ FORMS = {
     "ingest-lab-data/ingest-lab-data": "settings",
     "model-validation/model-validation": None,
 }
+MODELS = ["press-M3", "drive-emps"]
 REGISTER = (
     "from deployments.serve import build_deployments\nfor d in build_deployments(): d.apply()"
 )
@@ -43,8 +45,14 @@ REGISTER = (
 
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[str]:
+    from mlflow import MlflowClient
+
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"  # models registered before the forms are made
+    for name in MODELS:
+        MlflowClient(tracking_uri=store, registry_uri=store).create_registered_model(name)
     with prefect_server(tmp_path, ui=True) as url:
-        env = {**os.environ, "PREFECT_API_URL": url, "GREYLAB_HOME": str(tmp_path / "home")}
+        env = {**os.environ, "PREFECT_API_URL": url, "GREYLAB_HOME": str(tmp_path / "home"),
+               "MLFLOW_TRACKING_URI": store}  # fmt: skip
         registered = subprocess.run(with_parent([sys.executable, "-c", REGISTER]), cwd=ROOT,
                                     env=env, capture_output=True, text=True, timeout=300)  # fmt: skip
         assert registered.returncode == 0, registered.stderr[-3000:]
@@ -85,8 +93,10 @@ def test_no_none_toggle_and_the_prefilled_forms_submit(api: str) -> None:
             shot(page, f"form-{slug}")
             assert "Property is type" not in text, f"{slug}: a None toggle on the form"
             assert page.locator(".schema-form-property-null").count() == 0, slug
-            if key is None:
+            if key is None:  # validation: the registered models are the Model's choices
                 assert "(Optional)" in _field(page, "Sensor Sheet").inner_text()
+                _choose(page, "Model", "press-M3")
+                shot(page, "form-model-validation-choice")
                 continue
             if slug == "press-uncertainty":  # the sensor count: a number that cannot be empty
                 sensors = _field(page, "N Sensors").locator("input")
