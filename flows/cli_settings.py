@@ -101,7 +101,9 @@ def _range(field: FieldInfo) -> str:
     for item in field.metadata:
         for kind, (attribute, sign) in words.items():
             if isinstance(item, kind):
-                parts.append(f"{sign} {getattr(item, attribute)}")
+                bound = getattr(item, attribute)
+                bound = 0 if cli_of(field).zero_is_none and sign == ">=" else bound  # 0 = none
+                parts.append(f"{sign} {bound}")
         if isinstance(item, Limit) and _without_none(field.annotation)[0] in (int, float):
             parts.append(f"<= {item.maximum()}")
     return ", ".join(parts)

@@ -189,6 +189,10 @@ def test_the_sensor_count_is_a_required_number_where_0_means_all() -> None:
     prop = model["properties"]["n_sensors"]
     assert "n_sensors" in model["required"] and prop["minimum"] == 0 and prop["default"] == 2
     assert "0 = all" in prop["description"] and "(range: >= 0)" in prop["description"]
+    from flows.cli_settings import _help
+
+    assert _help(PressStudy.model_fields["n_sensors"], int).endswith("0 = all (all says the "
+                                                                     "same) (>= 0)")  # fmt: skip
     assert PressStudy(n_sensors=0).n_sensors is None
     assert PressStudy(n_sensors=3).n_sensors == 3
     with pytest.raises(ValueError, match="n_sensors"):
