@@ -151,14 +151,16 @@ def newton_polish(
     X = x[None]
     R, J, E = evaluate(X)
     test = stationarity(J, R, X, lo, hi, E, gtol=tol.gtol, xtol=tol.xtol)
-    cost = 0.5 * float(R[0] @ R[0])
+    with np.errstate(all="ignore"):
+        cost = 0.5 * float(R[0] @ R[0])
     n = 0
     while test.code[0] < 0 and n < max_steps:
         u = _newton_step(J[0], R[0], second_order(X, R)[0]) if second_order else None
         Xn = np.clip(X + (test.gn_step if u is None else u[None]), lo, hi)
         Rn, Jn, En = evaluate(Xn)
-        cn = 0.5 * float(Rn[0] @ Rn[0])
-        noise = ROUNDING_FACTOR * float(np.abs(R[0]) @ E[0])
+        with np.errstate(all="ignore"):  # a far trial overflows: it is refused, not warned
+            cn = 0.5 * float(Rn[0] @ Rn[0])
+            noise = ROUNDING_FACTOR * float(np.abs(R[0]) @ E[0])
         if not (np.isfinite(cn) and np.isfinite(Jn).all()) or cn > cost + noise:
             break
         tn = stationarity(Jn, Rn, Xn, lo, hi, En, gtol=tol.gtol, xtol=tol.xtol)
