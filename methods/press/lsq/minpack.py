@@ -16,6 +16,7 @@ vector, which MINPACK rejects as a trial (a larger sum of squares).
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,31 +58,37 @@ def minpack_lm(point: Point, x0: np.ndarray, *, max_iter: int) -> MinpackResult 
     start (non-finite model at ``x0``, fewer residuals than parameters) or raises."""
     from scipy.optimize import leastsq  # imported on use (a model product stays light)
 
-    key: list[bytes | None] = [None]
-    cache: list[tuple[np.ndarray, np.ndarray]] = []
+    last: list = [b"", None, None]  # the point MINPACK asked for last: its bytes, r, J^T
 
-    def ev(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def fun(x: np.ndarray) -> np.ndarray:
         k = x.tobytes()
-        if k != key[0]:
-            r, J = point(x)
-            if not (np.isfinite(r).all() and np.isfinite(J).all()):
-                r, J = np.full_like(r, HUGE), np.zeros_like(J)
-            key[0] = k
-            cache[:] = [(r, J)]
-        return cache[0]
+        if k != last[0]:
+            r, Jt = point(x)
+            # one sum each is the fast check; only a non-finite sum needs the exact one
+            if not math.isfinite(r.sum() + Jt.sum()) and not (
+                np.isfinite(r).all() and np.isfinite(Jt).all()
+            ):
+                r, Jt = np.full_like(r, HUGE), np.zeros_like(Jt)
+            last[:] = [k, r, Jt]
+        return last[1]
+
+    def jac(x: np.ndarray) -> np.ndarray:
+        if x.tobytes() != last[0]:
+            fun(x)
+        return last[2]
 
     x0 = np.asarray(x0, dtype=float)
     with np.errstate(all="ignore"):
         r0, J0 = point(x0)
     if r0.size < x0.size or not (np.isfinite(r0).all() and np.isfinite(J0).all()):
         return None
-    key[0], cache[:] = x0.tobytes(), [(r0, J0)]
+    last[:] = [x0.tobytes(), r0, J0]
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             x, _, info, _, status = leastsq(
-                lambda x: ev(x)[0], x0, Dfun=lambda x: ev(x)[1], full_output=True,
-                col_deriv=True, xtol=TOL, ftol=TOL, gtol=TOL, maxfev=max_iter * (x0.size + 1),
+                fun, x0, Dfun=jac, full_output=True, col_deriv=True,
+                xtol=TOL, ftol=TOL, gtol=TOL, maxfev=max_iter * (x0.size + 1),
             )  # fmt: skip
     except (ValueError, TypeError, np.linalg.LinAlgError):
         return None
