@@ -64,8 +64,9 @@ def minpack_lm(point: Point, x0: np.ndarray, *, max_iter: int) -> MinpackResult 
         k = x.tobytes()
         if k != last[0]:
             r, Jt = point(x)
-            # one sum each is the fast check; only a non-finite sum needs the exact one
-            if not math.isfinite(r.sum() + Jt.sum()) and not (
+            # two dot products are the fast check (a square that overflows is only a false
+            # alarm): the exact check only when they are not finite
+            if not math.isfinite(r @ r + np.vdot(Jt, Jt)) and not (
                 np.isfinite(r).all() and np.isfinite(Jt).all()
             ):
                 r, Jt = np.full_like(r, HUGE), np.zeros_like(Jt)
