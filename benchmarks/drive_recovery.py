@@ -58,7 +58,7 @@ from models.drivetrain.gp.recording import as_arrays
 from models.drivetrain.gp.signals import lowpass, split_index
 from models.drivetrain.scales import estimate_scales
 from models.drivetrain.simulate import get_simulator
-from models.drivetrain.structure_fit import start_velocity, structure_evidence
+from models.drivetrain.structure_fit import continued, start_velocity, structure_evidence
 from models.drivetrain.submodels import (
     MULTI_MASS,
     Submodel,
@@ -71,6 +71,7 @@ REACHED = 2.0  # RSS / noise floor counted as "reached the floor"
 PARAM_TOL = 0.10
 WIDE = True  # issue 26's boxes (--boxes narrow: the data preset's default, issue 13's)
 PROFILE_GAIN = False  # --friction-gain profile: choose the tanh gain by the fit
+CONTINUE = True  # --continuation off: without drive fit's continuations (the search's fit)
 
 
 def identify_truth(structure, rec):
@@ -79,7 +80,8 @@ def identify_truth(structure, rec):
     the settings returned carry the chosen gain)."""
     scales = estimate_scales(rec)
     gp = data_settings(scales, position="position_rad" in rec, wide=WIDE)
-    start = tuple(sorted((k, float(v)) for k, v in gp.nominals))
+    gp = continued(gp) if CONTINUE else gp
+    start = tuple(sorted((sp.name, sp.nominal) for k in structure for sp in gp.specs(k)))
     spec = IndividualSpec(tuple(structure), start, refine_above=0.0)
     if not PROFILE_GAIN:
         return identify(spec, as_arrays(rec), gp, seed=0), gp
@@ -312,10 +314,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--noise-percent", type=float, default=0.5)
     parser.add_argument("--boxes", choices=["wide", "narrow"], default="wide")
     parser.add_argument("--friction-gain", choices=["fixed", "profile"], default="fixed")
+    parser.add_argument("--continuation", choices=["on", "off"], default="on")
     add_arguments(parser, repeats=1)
     args = parser.parse_args(argv)
-    global WIDE, PROFILE_GAIN
+    global WIDE, PROFILE_GAIN, CONTINUE
     WIDE, PROFILE_GAIN = args.boxes == "wide", args.friction_gain == "profile"
+    CONTINUE = args.continuation == "on"
     bench = Bench(f"drive_recovery-{args.mode}", "drive-recovery", args.repeats, args.json)
     {"single": run_single, "search": run_search, "kit": run_kit}[args.mode](args, bench)
     bench.finish()

@@ -56,6 +56,7 @@ class StateSpace:
     g: ca.SX
     state_names: tuple[str, ...]
     f_tanh: float
+    backlash_smoothing: float = 0.0
 
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -220,10 +221,16 @@ def _coulomb_stribeck(
 
 
 def _add_backlash(
-    A: ca.SX, f: ca.SX, q: list[ca.SX], dq: list[ca.SX], sym: Mapping[str, ca.SX]
-) -> tuple[ca.SX, ca.SX, ca.SX]:
+    A: ca.SX, f: ca.SX, q: list[ca.SX], dq: list[ca.SX], sym: Mapping[str, ca.SX],
+    smoothing: float = 0.0,
+) -> tuple[ca.SX, ca.SX, ca.SX]:  # fmt: skip
     """Step 4, backlash between inertias 1 and 2: ``A`` and ``f`` extended by the gap state
-    ``lambda`` (last row and column), and ``lambda``."""
+    ``lambda`` (last row and column), and ``lambda``. ``smoothing`` = 0: the exact gap law
+    (``lambda`` stops at the walls 0 and ``-2 alpha``); ``w = smoothing`` > 0: the walls as
+    smooth steps of width ``w alpha``, ``lambda' = raw - H(lambda) max(0, raw) -
+    H(-2 alpha - lambda) min(0, raw)``, ``H(s) = (1 + tanh(s / (w alpha))) / 2``: a model
+    differentiable in its parameters, used only inside an identification's continuation
+    (``models.drivetrain.gp.continuation``; it tends to the exact law as ``w -> 0``)."""
     n = len(q)
     lam = ca.SX.sym("lambda")
     i1, i2, il = n, n + 1, 2 * n  # rows of dq1, dq2; column of lambda
@@ -234,9 +241,15 @@ def _add_backlash(
     c, d, alpha = sym["c1"], sym["d1"], sym["alpha"]
     delta, ddelta = q[0] - q[1], dq[0] - dq[1]
     raw = ddelta + c / d * (delta - lam)
-    f_lam = ca.if_else(
-        lam >= 0, ca.fmin(0, raw), ca.if_else(lam <= -2 * alpha, ca.fmax(0, raw), raw)
-    )
+    if smoothing > 0:
+        width = smoothing * alpha
+        upper = 0.5 * (1 + ca.tanh(lam / width))
+        lower = 0.5 * (1 + ca.tanh(-(lam + 2 * alpha) / width))
+        f_lam = raw - upper * ca.fmax(0, raw) - lower * ca.fmin(0, raw)
+    else:
+        f_lam = ca.if_else(
+            lam >= 0, ca.fmin(0, raw), ca.if_else(lam <= -2 * alpha, ca.fmax(0, raw), raw)
+        )
     f[il] += f_lam
     f[i1] += A[i1, n + 1] * f_lam  # damping feedback (d/J1) f_lambda
     f[i2] += -A[i2, n] * f_lam
@@ -249,11 +262,15 @@ def assemble(
     f_tanh: float = DEFAULT_F_TANH,
     nominals: Mapping[str, float] | None = None,
     bounds: Mapping[str, tuple[float, float]] | None = None,
+    backlash_smoothing: float = 0.0,
 ) -> StateSpace:
-    """Assemble a valid structure into a :class:`StateSpace` (see module docstring)."""
+    """Assemble a valid structure into a :class:`StateSpace` (see module docstring;
+    ``backlash_smoothing``: :func:`_add_backlash`, 0 = the exact gap law)."""
     kinds = parse_structure(structure)
     if not f_tanh > 0:
         raise InputError(f"f_tanh must be > 0, got {f_tanh!r}")
+    if not backlash_smoothing >= 0:
+        raise InputError(f"backlash_smoothing must be >= 0, got {backlash_smoothing!r}")
     specs, sym = _parameter_symbols(kinds, nominals, bounds)
     (multi,) = [k for k in kinds if k in MULTI_MASS]
     n = multi.n_masses
@@ -276,7 +293,7 @@ def assemble(
 
     # 4. backlash between inertias 1 and 2 (seed eqs. 3-5, steps 1-5 of the paper)
     if Submodel.BACKLASH in kinds:
-        A, f, lam = _add_backlash(A, f, q, dq, sym)
+        A, f, lam = _add_backlash(A, f, q, dq, sym, backlash_smoothing)
         x_list.append(lam)
         names.append("lambda")
 
@@ -310,4 +327,5 @@ def assemble(
         A=A, B=B, C=C, D=D, f=f, g=g,
         state_names=tuple(names),
         f_tanh=float(f_tanh),
+        backlash_smoothing=float(backlash_smoothing) if Submodel.BACKLASH in kinds else 0.0,
     )  # fmt: skip

@@ -25,7 +25,8 @@ value outside its box):
   Coulomb tanh acts on the smallest inertia, ``f_tanh M_C / J1``: on EMPS at 100 Hz a two-mass
   with Coulomb friction needs 9 substeps under the old boxes, 48 at 5 %, 457 at 1 %);
   the one mass carries all of ``J``: ``one_mass.J1`` = ``J`` in ``J / 4 .. 1.5 J`` (a key
-  ``<submodel>.<name>`` applies to that submodel only, ``submodels.parameter_specs``);
+  ``<submodel>.<name>`` applies to that submodel only, ``submodels.parameter_specs``); a
+  three- or four-mass starts at ``J / n`` each, its springs for the resonance as lowest mode;
 - ``f_v``, ``M_C``: the estimates, bounds a factor ``WIDE_SPREAD`` = 10 either side (the
   narrow boxes: ``SPREAD`` = 2), when positive and significant (> 2 standard errors), else
   ``0.1 u_rms / v_max`` and ``0.1 u_rms`` with bounds a factor ``FALLBACK_SPREAD`` = 30 either
@@ -276,6 +277,12 @@ class Scales:
                 (min(c / STIFFNESS_DECADES[0], c_low), c * STIFFNESS_DECADES[1]),
             )
             nominals[f"d{i}"], bounds[f"d{i}"] = d, (d / WIDE_DAMPING[0], d * WIDE_DAMPING[1])
+        for n, ladder in ((3, "three_mass"), (4, "four_mass")):  # equal shares, lowest mode
+            c_n = (2 * math.pi * resonance) ** 2 * J / (4 * n * math.sin(math.pi / (2 * n)) ** 2)
+            for i in range(1, n + 1):
+                nominals[f"{ladder}.J{i}"] = J / n
+                nominals[f"{ladder}.c{i}"] = c_n  # c{n} and d{n} do not exist: unused
+                nominals[f"{ladder}.d{i}"] = 0.1 * math.sqrt(c_n * J / (2 * n))
         return nominals, bounds, one_two_five(100.0 / v_max)
 
 

@@ -261,13 +261,17 @@ def cached_model(
     f_tanh: float = DEFAULT_F_TANH,
     nominals: Mapping[str, float] | None = None,
     bounds: Mapping[str, tuple[float, float]] | None = None,
+    backlash_smoothing: float = 0.0,
 ) -> StateSpace:
-    """The assembled model from a per-process cache (key: structure, f_tanh, nominals, bounds)."""
+    """The assembled model from a per-process cache (key: structure, f_tanh, nominals, bounds,
+    the backlash smoothing of an identification's continuation, ``kit.assemble``)."""
     kinds = canonical(structure)
-    key = (tuple(k.value for k in kinds), float(f_tanh), _freeze(nominals), _freeze(bounds))
+    key = (tuple(k.value for k in kinds), float(f_tanh), _freeze(nominals), _freeze(bounds),
+           float(backlash_smoothing))  # fmt: skip
     model = _MODELS.get(key)
     if model is None:
-        model = assemble(kinds, f_tanh=f_tanh, nominals=nominals, bounds=bounds)
+        model = assemble(kinds, f_tanh=f_tanh, nominals=nominals, bounds=bounds,
+                         backlash_smoothing=backlash_smoothing)  # fmt: skip
         if len(_MODELS) >= _CACHE_LIMIT:
             _MODELS.pop(next(iter(_MODELS)))
         _MODELS[key] = model
@@ -288,6 +292,7 @@ def get_simulator(
     jit: bool = False,
     jit_opt: str = "auto",
     jit_after: int = 1,
+    backlash_smoothing: float = 0.0,
 ) -> CompiledSimulator:
     """Compiled simulator from a per-process cache (key: structure, grid, ``n_sub``, specs,
     f_tanh). ``n_sub``: the substeps per sample; None: the step-size rule at the parameter
@@ -299,13 +304,15 @@ def get_simulator(
     request of the structure in this process compiles it (``1``: at once, the default, right
     for a search that identifies each structure once; ``2``: one-offs stay interpreted) with
     the optimisation level ``jit_opt`` (see :mod:`models.drivetrain.jit`)."""
-    model = cached_model(structure, f_tanh=f_tanh, nominals=nominals, bounds=bounds)
+    model = cached_model(structure, f_tanh=f_tanh, nominals=nominals, bounds=bounds,
+                         backlash_smoothing=backlash_smoothing)  # fmt: skip
     if n_sub is None:
         n = rule_substeps(model, dt, min_substeps, at)[0]
     else:
         n = explicit_substeps(model, dt, n_sub, min_substeps, at)[0]
     key = (tuple(k.value for k in model.structure), int(n_samples), float(dt), float(f_tanh),
-           _freeze(nominals), _freeze(bounds), n, bool(jit), jit_opt)  # fmt: skip
+           _freeze(nominals), _freeze(bounds), n, bool(jit), jit_opt,
+           model.backlash_smoothing)  # fmt: skip
     sim = _CACHE.get(key)
     requests = _REQUESTS[key] = _REQUESTS.get(key, 0) + 1
     if sim is None or (jit and not sim.native and requests == max(2, jit_after)):

@@ -54,6 +54,9 @@ from models.drivetrain.submodels import parse_structure
 
 #: starts of a named structure's identification (the search's own ``n_starts`` if larger)
 FIT_STARTS = 8
+#: a named structure's fit continues in the backlash smoothing and from one inertia fewer
+#: (``IdentificationSettings``; off in a search, for its time)
+CONTINUATION: dict[str, Any] = {"backlash_smoothing": (0.03, 0.003, 0.0003), "ladder_seed": True}
 #: starts of each rival spec's identification (from its start values; a richer neighbour has
 #: two specs): 4 instead of 1 tripled the time of the reference's evidence, no verdict changed
 RIVAL_STARTS = 1
@@ -249,10 +252,16 @@ def widened(intervals: Sequence[ParameterInterval], factor: float) -> list[Param
 
 
 def fit_settings(settings: GPSettings, n_starts: int = FIT_STARTS) -> GPSettings:
-    """The search's settings for one named structure: no screening, at least ``n_starts``."""
-    ident = settings.identification
+    """The search's settings for one named structure: no screening, at least ``n_starts``,
+    and the continuations (:data:`CONTINUATION`, ``models.drivetrain.gp.continuation``)."""
+    ident = continued(settings).identification
     return replace(settings, identification=replace(
         ident, screen_nfev=0, n_starts=max(ident.n_starts, n_starts)))  # fmt: skip
+
+
+def continued(settings: GPSettings) -> GPSettings:
+    """``settings`` with the identification's continuations on (:data:`CONTINUATION`)."""
+    return replace(settings, identification=replace(settings.identification, **CONTINUATION))
 
 
 class StructureFit:

@@ -1,9 +1,10 @@
 """Per-individual parameter identification and fitness; the picklable batch evaluator.
 
 Identification: bounded least squares (scipy ``least_squares``, TRF) in box-normalised
-coordinates ``z = (p - lower) / (upper - lower) in [0, 1]`` with the exact Jacobian of the
-simulated output (forward sensitivities through the RK4 scheme), from the inherited start and
-``n_starts - 1`` random starts (multi-start against local minima, e.g. the flat backlash gap).
+coordinates ``z`` in ``[0, 1]`` (log scale where the sign is fixed) with the exact Jacobian of
+the simulated output (forward sensitivities through RK4), from the inherited start and
+``n_starts - 1`` random starts; with backlash or three or more inertias a full fit may
+continue (``models.drivetrain.gp.continuation``, ``IdentificationSettings``).
 
 Fitness (paper eq. 19): ``1 / (RSS (1 + k_P d))``, ``d`` = number of estimated parameters,
 ``RSS = sum (y_sim - y)^2`` over the fitness part of the record (all of it, or the held-out
@@ -66,15 +67,15 @@ from scipy.optimize import least_squares
 from methods.blas import single_threaded_blas
 from models import budget
 from models.budget import LimitError
+from models.drivetrain.gp.continuation import (
+    continuation_widths,
+    continue_smoothing,
+    ladder_starts,
+)
 from models.drivetrain.gp.objective import Objective, TimeLimitReached
 from models.drivetrain.gp.settings import GPSettings, IdentificationSettings
 from models.drivetrain.gp.signals import split_index
-from models.drivetrain.simulate import (
-    CompiledSimulator,
-    cached_model,
-    get_simulator,
-    simulation_cost,
-)
+from models.drivetrain.simulate import CompiledSimulator, cached_model, get_simulator
 from models.drivetrain.submodels import canonical
 from models.drivetrain.substeps import power_of_two, substeps
 
@@ -154,13 +155,9 @@ FLOOR = 1e-14  # RSS floor relative to the output's sum of squares about its mea
 #: RMS at most 10 % of the residual's RMS: on a fit at the noise floor, 10 % of the noise),
 #: so that the fit's parameters are those of the machine, not of the integrator.
 ACCURACY = 0.0025
-#: the cost below which accuracy is not pursued further (noise-free fits): then the bound is
-#: ``ACCURACY * ACCURACY_FLOOR = 2.5e-9`` of the output's sum of squares, the same as a
-#: recording's simulation (``models.drivetrain.simulate.SIM_ACCURACY``), so that a fit of a
-#: noise-free kit recording settles on the recording's own substep count (an exact fit, as
-#: before issue 26's rule) instead of out-resolving it; the discretisation error is then at
-#: most ``1e-8`` of the output's sum of squares, 100x below the exact-fit target ``1e-6``
-#: (``benchmarks/drive_recovery.py kit``)
+#: the cost below which accuracy is not pursued further (noise-free fits): the bound is then
+#: ``2.5e-9`` of the output's sum of squares, a recording's own (``simulate.SIM_ACCURACY``):
+#: the discretisation error at most ``1e-8``, 100x below the kit's exact-fit target ``1e-6``
 ACCURACY_FLOOR = 1e-6
 #: at most this many raises of the substep count after a fit (each may jump several doublings)
 SETTLE_ROUNDS = 6
@@ -271,7 +268,7 @@ def _minimise(
 
 
 def _settle(
-    objective: Objective, max_nfev: int, ident: IdentificationSettings, extend: int,
+    objective: Objective, max_nfev: int, extend: int, ident: IdentificationSettings,
     accuracy: bool = True,
 ) -> tuple[bool, str]:  # fmt: skip
     """Raise the substep count until the end point is simulated stably and (``accuracy``)
@@ -314,7 +311,7 @@ def _settle(
                 target = n * min(MAX_JUMP, max(2, power_of_two(ratio)))
         if target == n:
             return timed_out, message
-        if round_ == SETTLE_ROUNDS or not _within_limits(objective, target):
+        if round_ == SETTLE_ROUNDS or not objective.within_limits(target):
             return timed_out, (f"substeps kept at {n}: the end point asks for {target} "
                                f"({'after ' + str(SETTLE_ROUNDS) + ' raises' if round_ == SETTLE_ROUNDS else 'beyond the machine limit, ' + budget.MAX_SUBSTEPS + ' / ' + budget.MAX_WORK})")  # fmt: skip
         objective.use(target)
@@ -322,13 +319,6 @@ def _settle(
         if timed_out:
             return timed_out, message
     return timed_out, message
-
-
-def _within_limits(objective: Objective, n_sub: int) -> bool:
-    """Whether a simulator with ``n_sub`` substeps stays within the machine's limits."""
-    sim = objective.sim
-    cost = simulation_cost(sim.model, sim.n_samples, sim.dt, n_sub)
-    return n_sub <= budget.limit(budget.MAX_SUBSTEPS) and cost.work <= budget.limit(budget.MAX_WORK)
 
 
 def _identify(
@@ -341,10 +331,15 @@ def _identify(
     n_res = screened_samples(n_fit, ident) if not spec.refine else n_fit
     jit: dict[str, Any] = {"jit": ident.jit, "jit_opt": ident.jit_opt, "jit_after": ident.jit_after}
 
-    def make(n_samples: int, n_sub: int, native: bool = True) -> CompiledSimulator:
-        options = jit if native else {"jit": False}
-        return get_simulator(spec.structure, n_samples, data.dt, n_sub=n_sub, **options, **kit)
+    def make_for(smoothing: float) -> Any:
+        def make(n_samples: int, n_sub: int, native: bool = True) -> CompiledSimulator:
+            options = jit if native else {"jit": False}
+            return get_simulator(spec.structure, n_samples, data.dt, n_sub=n_sub, **options,
+                                 **kit, backlash_smoothing=smoothing)  # fmt: skip
 
+        return make
+
+    make = make_for(0.0)
     model = cached_model(spec.structure, **kit)
     start = model.values({k: v for k, v in spec.start if k in model.param_names})
     sim = make(n_res, substeps(model, data.dt, 1, start))
@@ -352,10 +347,18 @@ def _identify(
     starts, max_nfev = _starts(spec, ident, objective.best_z, seed)
     full_fit = spec.refine or not ident.screen_nfev
     extend = ident.extend_rounds if full_fit else 0
-    timed_out, message = _minimise(objective, starts, max_nfev, ident, extend)
-    if not timed_out:
+    if full_fit and ident.ladder_seed:  # from one inertia fewer (gp.continuation)
+        starts[1:1] = ladder_starts(spec, objective, lambda s: _identify(s, data, settings, seed))
+    widths = continuation_widths(spec.structure, ident) if full_fit else ()
+    if widths:  # backlash: smoothed gap law first (models.drivetrain.gp.continuation)
+        timed_out, message = continue_smoothing(make_for, objective, widths, starts, max_nfev,
+                                                ident, extend, _minimise, _settle)  # fmt: skip
+    else:
+        timed_out, message = _minimise(objective, starts, max_nfev, ident, extend)
+    if not timed_out:  # after a continuation the exact law's Jacobian is of no use: short refits
+        short = (ident.screen_nfev or 10, 0) if widths else (max_nfev, extend)
         try:
-            timed_out, settled = _settle(objective, max_nfev, ident, extend, accuracy=full_fit)
+            timed_out, settled = _settle(objective, *short, ident, accuracy=full_fit)
         except TimeLimitReached:
             timed_out, settled = True, f"time limit {ident.time_limit_s} s reached"
         message = settled or message

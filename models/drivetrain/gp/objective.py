@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from models import budget
 from models.drivetrain.gp.settings import IdentificationSettings
 from models.drivetrain.gp.signals import initial_velocity, integral, lowpass
-from models.drivetrain.simulate import CompiledSimulator
+from models.drivetrain.simulate import CompiledSimulator, simulation_cost
 from models.drivetrain.substeps import substeps
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ class Objective:
         ``get_simulator``); the weights (``scale``, ``wq``) come from the identification part,
         so that RSS values of screened and refined individuals share one yardstick."""
         specs = sim.model.specs
-        self.make = make
+        self.make, self.data, self.n_fit = make, data, n_fit
         self.sim, self.dt, self.t0, self.time_limit_s = sim, data.dt, t0, ident.time_limit_s
         self.best_n = sim.n_sub
         self.lower = np.array([s.lower for s in specs])
@@ -109,6 +110,12 @@ class Objective:
         if n_sub != self.sim.n_sub:
             self.sim = self.make(self.sim.n_samples, n_sub)
             self.best_cost = np.inf
+
+    def within_limits(self, n_sub: int) -> bool:
+        """Whether a simulator with ``n_sub`` substeps stays within the machine's limits."""
+        sim = self.sim
+        work = simulation_cost(sim.model, sim.n_samples, sim.dt, n_sub).work
+        return n_sub <= budget.limit(budget.MAX_SUBSTEPS) and work <= budget.limit(budget.MAX_WORK)
 
     def stable_substeps(self, z: np.ndarray) -> int:
         """The step-size rule's substep count at the point ``z`` (a `LimitError` beyond the

@@ -59,6 +59,15 @@ class IdentificationSettings:
     screening) that ends on ``max_nfev`` while its last round still lowered the cost by more
     than 1 % has stalled on the budget, not converged: it goes on from its end point, at most
     this many more rounds of ``max_nfev``.
+    ``backlash_smoothing`` (issue 26; empty: off): a full identification of a structure with
+    backlash first fits the smoothed gap law with these widths (shares of ``alpha``, widest
+    first), then the exact law from there (``models.drivetrain.gp.continuation``).
+    ``ladder_seed`` (issue 26; off): a full identification of a three- or four-mass structure
+    also starts from the fit of the same structure with one inertia fewer (its last inertia
+    split, joined by a spring like or 10x stiffer than the others; ``from_simpler``).
+    Both are off in a search (an EMPS search refining backlash structures hit the 120 s time
+    limit) and on in the fit of a named structure (``structure_fit.fit_settings``:
+    ``CONTINUATION``).
     """
 
     n_starts: int = 2
@@ -77,8 +86,13 @@ class IdentificationSettings:
     stop_at_floor: bool = True
     log_scale: bool = True
     extend_rounds: int = 3
+    backlash_smoothing: tuple[float, ...] = ()
+    ladder_seed: bool = False
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "backlash_smoothing", tuple(map(float, self.backlash_smoothing)))
+        if not all(w > 0 for w in self.backlash_smoothing):
+            raise InputError("backlash_smoothing widths must be > 0")
         if (
             self.n_starts < 1
             or self.max_nfev < 1
