@@ -2,7 +2,8 @@
 
 Each problem n minimises ``F(x) = 1/2 ||r(x)||^2`` over scaled parameters ``x`` (``p = x *
 scale``) in a box ``lo <= x <= hi``, given an evaluator ``x -> (r, J)`` (weighted residuals
-(N, m), Jacobian (N, m, n_p)). The single fit (``core.solve_ls``, N = 1) and the batched split
+(N, m), Jacobian (N, m, n_p)). The single fit (``core.solve_ls``, N = 1; an unbounded one
+after MINPACK's ``lmder``, ``minpack``, whose end point this test judges) and the batched split
 fits (``batch.solve_ls_batch``) both run this loop and, above all, the same test:
 
 Convergence test (``stationarity``), at the point x with Jacobian J and residual r, on the
