@@ -347,8 +347,11 @@ def _identify(
     starts, max_nfev = _starts(spec, ident, objective.best_z, seed)
     full_fit = spec.refine or not ident.screen_nfev
     extend = ident.extend_rounds if full_fit else 0
-    if full_fit and ident.ladder_seed:  # from one inertia fewer (gp.continuation)
-        starts[1:1] = ladder_starts(spec, objective, lambda s: _identify(s, data, settings, seed))
+    if full_fit and ident.ladder_seed:  # from one inertia fewer (gp.continuation), whose
+        # fit need not be exact: its backlash smoothing stops at the first width
+        seeding = replace(settings, identification=replace(
+            ident, backlash_smoothing=ident.backlash_smoothing[:1]))  # fmt: skip
+        starts[1:1] = ladder_starts(spec, objective, lambda s: _identify(s, data, seeding, seed))
     widths = continuation_widths(spec.structure, ident) if full_fit else ()
     if widths:  # backlash: smoothed gap law first (models.drivetrain.gp.continuation)
         timed_out, message = continue_smoothing(make_for, objective, widths, starts, max_nfev,

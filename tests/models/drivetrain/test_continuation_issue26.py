@@ -70,13 +70,17 @@ def test_the_smoothed_law_tends_to_the_exact_one() -> None:
 
 
 def test_a_richer_ladder_starts_from_the_simpler_fit() -> None:
-    """The last inertia split in halves (the total kept), the new spring ``factor`` times the
-    stiffest, its damping ratio the last shaft's, every other parameter kept."""
+    """One inertia split in halves (the total kept; by default the last), the new spring
+    ``factor`` times the stiffest, with its neighbour's damping ratio, every other parameter
+    kept."""
     two = {"J1": 0.01, "J2": 0.04, "c1": 50.0, "d1": 0.05, "f_v": 0.01}
     three = from_simpler(two, 3, 10.0)
     assert three["J2"] == three["J3"] == 0.02 and three["J1"] == 0.01
     assert three["c2"] == 500.0 and three["c1"] == 50.0 and three["f_v"] == 0.01
     assert three["d2"] / np.sqrt(three["c2"]) == pytest.approx(0.05 / np.sqrt(50.0))
+    motor = from_simpler(two, 3, 1.0, at=1)  # the motor split: the old shaft moves outwards
+    assert (motor["J1"], motor["J2"], motor["J3"]) == (0.005, 0.005, 0.04)
+    assert (motor["c1"], motor["c2"], motor["d2"]) == (50.0, 50.0, 0.05)
     assert simpler_ladder(("four_mass", "viscous")) == ("three_mass", "viscous")
     assert simpler_ladder(("two_mass", "viscous")) is None
 
@@ -109,7 +113,7 @@ def test_a_backlash_machine_is_fitted_exactly_with_the_smoothing_continuation() 
 def test_a_three_mass_machine_is_fitted_exactly_from_the_two_mass_fit() -> None:
     """three_mass+viscous+gravity+delay: a local minimum at 1.1e-2 from the scales' starts
     (the third inertia's spring 20x stiff, an effective two-mass); seeded from the two-mass
-    fit it ends exact (measured 2.7e-26)."""
+    fit it ends exact (measured 2.7e-26: the bound 1e-6 is the issue's, far above it)."""
     structure = ("three_mass", "viscous", "gravity", "delay")
     assert _fit(structure, on=False) > 1e-3
     assert _fit(structure, on=True) <= 1e-6
