@@ -179,7 +179,7 @@ def ladder_starts(
     objective.nfev += fit.nfev
     model = objective.sim.model
     n_j = sum(1 for name in model.param_names if name[0] == "J")
-    seeds = [(factor, None) for factor in LADDER_STIFFNESS]
+    seeds: list[tuple[float, int | None]] = [(factor, None) for factor in LADDER_STIFFNESS]
     seeds += [(LADDER_STIFFNESS[0], at) for at in range(1, n_j - 1)]  # the other splits
     return [objective.normalised(model.values(from_simpler(fit.parameters, n_j, f, at)))
             for f, at in seeds]  # fmt: skip
