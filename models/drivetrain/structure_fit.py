@@ -57,9 +57,11 @@ FIT_STARTS = 8
 #: a named structure's fit continues in the backlash smoothing and from one inertia fewer
 #: (``IdentificationSettings``; off in a search, for its time), with rounds of 100 evaluations
 #: (40: a four-mass's fit crept along a valley, < 1 % per round, and stopped at 1e-3 of
-#: ``sum y^2``; with 100 exact, ``drive_recovery kit``)
+#: ``sum y^2``; with 100 exact, ``drive_recovery kit``) and a time limit of 600 s (a four-mass
+#: with backlash fits a three- and a two-mass first: 120 s cut it short at load 5 on 2 cores)
 CONTINUATION: dict[str, Any] = {
     "backlash_smoothing": (0.03, 0.003, 0.0003), "ladder_seed": True, "max_nfev": 100,
+    "time_limit_s": 600.0,
 }  # fmt: skip
 #: starts of each rival spec's identification (from its start values; a richer neighbour has
 #: two specs): 4 instead of 1 tripled the time of the reference's evidence, no verdict changed

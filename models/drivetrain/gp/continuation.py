@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from models.budget import LimitError
 from models.drivetrain.gp.objective import Objective, TimeLimitReached
 from models.drivetrain.gp.settings import IdentificationSettings
 from models.drivetrain.substeps import power_of_two, substeps
@@ -95,6 +96,10 @@ def _continue(
             ends.append((width, objective.parameters(z)))
         if timed_out:
             break
+    try:  # at least the exact law's stable count at the last optimum
+        n_sub = max(n_sub, objective.stable_substeps(z))
+    except LimitError:
+        pass
     objective.use(n_sub)
     candidates = [starts[0], z]  # the given start and the last optimum, with the exact law
     if len(ends) >= 2:  # and the last two stages' optima extrapolated linearly to width 0
