@@ -174,17 +174,40 @@ def from_simpler(
 def ladder_starts(
     spec: Any, objective: Objective, identify: Callable[[Any], Any]
 ) -> list[np.ndarray]:
-    """Starts (normalised) of a three- or four-mass ``spec`` from ``identify`` (one start from
+    """Starts (normalised, tried before the given one) of a three- or four-mass ``spec``: its
+    :func:`mode_starts`, then from ``identify`` (one start from
     ``spec``'s values, full budget) of its structure with one inertia fewer (none for fewer
     inertias); the simpler fit's simulations count in ``objective.nfev``."""
     simpler = simpler_ladder(spec.structure)
     if simpler is None:
         return []
+    modes = mode_starts(objective)
     fit = identify(replace(spec, structure=simpler, refine=True, refine_above=None))
     objective.nfev += fit.nfev
     model = objective.sim.model
     n_j = sum(1 for name in model.param_names if name[0] == "J")
     seeds: list[tuple[float, int | None]] = [(factor, None) for factor in LADDER_STIFFNESS]
     seeds += [(LADDER_STIFFNESS[0], at) for at in range(1, n_j - 1)]  # the other splits
-    return [objective.normalised(model.values(from_simpler(fit.parameters, n_j, f, at)))
-            for f, at in seeds]  # fmt: skip
+    return modes + [objective.normalised(model.values(from_simpler(fit.parameters, n_j, f, at)))
+                    for f, at in seeds]  # fmt: skip
+
+
+def mode_starts(objective: Objective) -> list[np.ndarray]:
+    """The ladder's nominal point (the scales' equal shares, springs for the resonance as the
+    lowest mode) and the same with the resonance taken as mode ``k = 2 .. n - 1`` of a chain
+    of like inertias and shafts: springs times ``sin^2(pi / 2n) / sin^2(k pi / 2n)``, dampers
+    times its root (measured on drive simulate's four_mass+stribeck+delay: the recording's
+    19.5 Hz peak is the chain's third mode; from the lowest-mode springs (10x the truth) and
+    from the third-mode ones a local minimum at 1.1e-3 of sum y^2, from the second exact)."""
+    model = objective.sim.model
+    nominal = model.values({})
+    n = sum(1 for name in model.param_names if name[0] == "J")
+    out = [objective.normalised(nominal)]
+    for k in range(2, n):
+        ratio = (np.sin(np.pi / (2 * n)) / np.sin(k * np.pi / (2 * n))) ** 2
+        p = nominal.copy()
+        for i, name in enumerate(model.param_names):
+            if name[0] in "cd" and name[1:].isdigit():
+                p[i] *= ratio if name[0] == "c" else np.sqrt(ratio)
+        out.append(objective.normalised(p))
+    return out

@@ -351,7 +351,7 @@ def _identify(
         # fit need not be exact: its backlash smoothing stops at the first width
         seeding = replace(settings, identification=replace(
             ident, backlash_smoothing=ident.backlash_smoothing[:1]))  # fmt: skip
-        starts[1:1] = ladder_starts(spec, objective, lambda s: _identify(s, data, seeding, seed))
+        starts[0:0] = ladder_starts(spec, objective, lambda s: _identify(s, data, seeding, seed))
     widths = continuation_widths(spec.structure, ident) if full_fit else ()
     if widths:  # backlash: smoothed gap law first (models.drivetrain.gp.continuation)
         timed_out, message = continue_smoothing(make_for, objective, widths, starts, max_nfev,
