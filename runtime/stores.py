@@ -10,6 +10,7 @@ Creating or migrating a SQLite store is not safe when two processes do it at onc
 "duplicate column name: step", "Online migration expected to match one row"); so the first
 use of a store in a process takes an exclusive `fcntl.flock` on the lock file, creates or
 upgrades the store and releases it; later processes find the tables and migrate nothing.
+The MLflow store is kept in SQLite's WAL mode on a local disk (`runtime.sqlite_journal`).
 
 A damaged store (a truncated or overwritten `mlflow.db`) is an infrastructure failure:
 `StoreError` names the file and what is wrong (the CLI: exit 1, no traceback). A GREYLAB_HOME
@@ -39,6 +40,7 @@ from typing import Any
 
 from methods.errors import InputError
 from runtime.settings import Settings
+from runtime.sqlite_journal import use_write_ahead_log
 
 LOCK_TIMEOUT_S = 300.0
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -177,7 +179,9 @@ def tracking_client(settings: Settings) -> Any:
                 "make the folder writable or set GREYLAB_HOME / MLFLOW_TRACKING_URI"
             ) from None
         check_sqlite_file(path, "MLflow store", artifacts=settings.home / "mlartifacts")
-        return _opened(lambda: MlflowClient(tracking_uri=uri), f"MLflow store {path}")
+        client = _opened(lambda: MlflowClient(tracking_uri=uri), f"MLflow store {path}")
+        use_write_ahead_log(path)  # a commit a call: 2-3x faster (runtime.sqlite_journal)
+        return client
 
 
 def _opened(make: Any, name: str) -> Any:
