@@ -8,7 +8,8 @@ the command's exit code stays the answer's. Without `enable()` (in-process calle
 deployed flow runs) `defer` runs the job at once, as before, and its exceptions propagate.
 
 The hook a recorder needs is one line: ``defer(lambda: self.figure(...))`` in place of
-``self.figure(...)``. A deferred job must only need what it captured (an MLflow run id, arrays):
+``self.figure(...)``; figures are deferred as `runtime.figures.FigureJob`s, which
+`run_deferred` draws on two processes before it runs the queue. A deferred job must only need what it captured (an MLflow run id, arrays):
 the run it logs to may be finished by then (MLflow accepts artifacts for finished runs).
 """
 
@@ -54,6 +55,12 @@ def run_deferred(report: Callable[[str], Any] | None = None) -> list[str]:
     """Run the queued jobs in order (jobs queued meanwhile too); failures are reported through
     `report` (default: a warning line on stderr) and returned, never raised."""
     failures: list[str] = []
+    with _lock:
+        queued = [job for _, job in _queue]
+    if len(queued) > 1:
+        from runtime.figures import prerender
+
+        prerender(queued)  # the figures drawn on two processes first (runtime.figures)
     while True:
         with _lock:
             if not _queue:

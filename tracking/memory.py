@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from runtime.figures import Pixels
 from runtime.stores import owner_tags
 from schemas.storage import content_hash
 from tracking.protocol import finite, param_text, run_tags
@@ -89,13 +90,17 @@ class InMemoryTracker:
         self.runs[run_id].artifacts[artifact_file] = json.loads(json.dumps(obj))
 
     def log_figure(self, run_id: str, figure: Any, artifact_file: str) -> None:
+        import matplotlib.image as mpimg
         import matplotlib.pyplot as plt
 
         buffer = io.BytesIO()
-        try:
-            figure.savefig(buffer, format="png")
-        finally:
-            plt.close(figure)
+        if isinstance(figure, Pixels):  # drawn already (runtime.figures.prerender)
+            mpimg.imsave(buffer, figure.rgba, format="png", dpi=figure.dpi)
+        else:
+            try:
+                figure.savefig(buffer, format="png")
+            finally:
+                plt.close(figure)
         self.runs[run_id].artifacts[artifact_file] = buffer.getvalue()
 
     def log_table(self, run_id: str, frame: pd.DataFrame, artifact_file: str) -> None:

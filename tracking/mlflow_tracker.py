@@ -37,6 +37,7 @@ import pandas as pd
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, RunTag
 
+from runtime.figures import Pixels, draw
 from runtime.settings import Settings, load_settings
 from runtime.stores import owner_tags, prepare_tracking_store, tracking_client
 from schemas.storage import content_hash
@@ -205,26 +206,24 @@ class Tracker:
         (`savefig` at the figure's dpi would draw it again, twice with a layout engine, for
         the same image; issue 31: the figures were the slowest part of tracking)."""
         import matplotlib.image as mpimg
-        import matplotlib.pyplot as plt
-        import numpy as np
 
-        try:
+        if not isinstance(figure, Pixels):  # else drawn already (runtime.figures.prerender)
             if Path(artifact_file).suffix.lower() != ".png":  # another format: matplotlib's own
-                self.client.log_figure(run_id, figure, artifact_file)
-            figure.canvas.draw()
-            rgba = np.asarray(figure.canvas.buffer_rgba())
-            with tempfile.TemporaryDirectory() as tmp:
-                local = Path(tmp) / Path(artifact_file).name
-                mpimg.imsave(local, rgba, format="png", dpi=figure.dpi)
-                directory = str(Path(artifact_file).parent)
-                self.client.log_artifact(
-                    run_id, str(local), None if directory == "." else directory
-                )
-            self.client.log_image(
-                run_id, rgba[..., :3].copy(), key=figure_key(artifact_file), step=0
-            )
-        finally:
-            plt.close(figure)
+                try:
+                    self.client.log_figure(run_id, figure, artifact_file)
+                finally:
+                    import matplotlib.pyplot as plt
+
+                    plt.close(figure)
+                return
+            figure = draw(figure)
+        rgba = figure.rgba
+        with tempfile.TemporaryDirectory() as tmp:
+            local = Path(tmp) / Path(artifact_file).name
+            mpimg.imsave(local, rgba, format="png", dpi=figure.dpi)
+            directory = str(Path(artifact_file).parent)
+            self.client.log_artifact(run_id, str(local), None if directory == "." else directory)
+        self.client.log_image(run_id, rgba[..., :3].copy(), key=figure_key(artifact_file), step=0)
 
     def log_table(self, run_id: str, frame: pd.DataFrame, artifact_file: str) -> None:
         """A table as Parquet (`.parquet`) or CSV (`.csv`), by the file's suffix."""

@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from runtime import deferred
+from runtime.figures import FigureJob
 from tracking.protocol import (
     ORIGINAL_KEY_TAG,
     PARAM_VALUE_LIMIT,
@@ -71,13 +72,13 @@ class Run:
         """Log a figure; in the command line's own process after the answer is printed
         (`runtime.deferred`: rendering a PNG is the slowest part of tracking), elsewhere now.
         `figure` may be a function that builds it (no arguments): then building it waits too
-        (building the press study's figures took 1-2 s of its answer; issue 31)."""
+        (building the press study's figures took 1-2 s of its answer; issue 31). Deferred
+        figures are drawn on two processes before they are logged (`runtime.figures`)."""
 
-        def log() -> None:
-            built = figure() if callable(figure) else figure  # a matplotlib Figure is not callable
-            self.tracker.log_figure(self.id, built, artifact_file)
-
-        deferred.defer(log, "figures")
+        build = figure if callable(figure) else lambda: figure  # a Figure is not callable
+        log = lambda drawn: self.tracker.log_figure(self.id, drawn, artifact_file)  # noqa: E731
+        # pixels only for a PNG: another format is matplotlib's own (e.g. vector SVG)
+        deferred.defer(FigureJob(build, log, png=artifact_file.lower().endswith(".png")), "figures")
 
 
 class ChildRun(Run):
