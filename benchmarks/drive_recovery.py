@@ -29,7 +29,9 @@ for those every identifiable parameter within 10 % and every true value inside i
 interval. ``kit``: noise-free recordings made by the kit's own
 simulator (``greylab drive simulate``: the reference excitation, nominal parameters) of
 random structures of up to 4 submodels; the true structure's identification must reach
-RSS <= 1e-6 of the output's sum of squares. Failures are printed by kind (``kit``: truth
+RSS <= 1e-6 of the output's sum of squares. ``single`` and ``kit`` fit with ``drive fit``'s
+continuations (``structure_fit.CONTINUATION``: smoothed backlash, ladder starts; ``--continuation
+off``: the search's own fit). Failures are printed by kind (``kit``: truth
 outside the box, the truth itself not exact in the fit's model, or a stalled fit).
 """
 
