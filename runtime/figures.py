@@ -3,9 +3,9 @@
 A study's figures are deferred until the command has printed its answer (`runtime.deferred`);
 building and drawing them is then most of the wait until the command exits (the press study:
 8 figures, 0.8-2 s). `FigureJob` is such a figure: how to build it and how to log it. Before the
-queue runs, `prerender` draws the figure jobs in two processes: a forked child builds and draws
-every other one and hands their pixels back through a temporary folder, while this process
-draws the rest; the jobs then log `Pixels` (the tracker saves them without drawing again). The
+queue runs, `prerender` draws the figure jobs in two processes: a forked child and this process
+take them one at a time from a shared queue, and the child hands its pixels back through a
+temporary folder; the jobs then log `Pixels` (the tracker saves them without drawing again). The
 pixels are the ones the figure would have given drawn here (the same code on a copy of the
 same process).
 
@@ -18,12 +18,13 @@ draw here, as without it.
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import signal
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,14 +71,23 @@ class FigureJob:
 
 def prerender(jobs: Sequence[Any]) -> int:
     """Draw the `FigureJob`s among `jobs` on two processes (module docstring); the number
-    drawn. Fewer than two figures, no `os.fork` or one core: nothing is done here (each job draws when
-    it runs). A job whose drawing fails is left undrawn: it fails when it runs, as before."""
+    drawn. Fewer than two figures, no `os.fork` or one core: nothing is done here (each job
+    draws when it runs). A job whose drawing fails is left undrawn: it fails when it runs.
+
+    The two processes share the jobs through a pipe that holds their numbers: each takes the
+    next number when it is free (a one-byte read is atomic), so a process that drew a heavy
+    figure takes fewer. Before the fork the heap is frozen (`gc.freeze`): the child's garbage
+    collector then leaves the parent's objects alone instead of copying their pages."""
     figures = [j for j in jobs if isinstance(j, FigureJob) and j.png and j.pixels is None]
+    figures = figures[:255]  # one byte a number; any more draw when they run
     if len(figures) < 2 or not hasattr(os, "fork") or len(os.sched_getaffinity(0)) < 2:
         return 0
-    theirs, mine = figures[1::2], figures[0::2]
     with tempfile.TemporaryDirectory(prefix="greylab-figures-") as folder:
         out = Path(folder) / "pixels.pickle"
+        numbers, feed = os.pipe()
+        os.write(feed, bytes(range(len(figures))))
+        os.close(feed)  # empty pipe: end of the jobs for both processes
+        gc.freeze()
         try:
             pid = os.fork()
         except OSError:
@@ -85,7 +95,7 @@ def prerender(jobs: Sequence[Any]) -> int:
         if pid == 0:  # the child: draw, hand back, leave without running anything of the parent
             code = 1
             try:
-                drawn = {i: _try(job.render) for i, job in enumerate(theirs)}
+                drawn = {i: _try(figures[i].render) for i in _taken(numbers)}
                 part = out.with_suffix(".part")
                 part.write_bytes(pickle.dumps(drawn, protocol=pickle.HIGHEST_PROTOCOL))
                 part.rename(out)
@@ -94,17 +104,25 @@ def prerender(jobs: Sequence[Any]) -> int:
                 os._exit(code)
         started = time.monotonic()
         try:
-            for job in mine if pid > 0 else figures:
-                job.pixels = _try(job.render)
-            if pid > 0:  # its half takes about as long as ours: a child far slower is stuck
+            for i in _taken(numbers):
+                figures[i].pixels = _try(figures[i].render)
+            if pid > 0:  # its share takes about as long as ours: a child far slower is stuck
                 grace = max(MIN_GRACE_S, 2.0 * (time.monotonic() - started))
                 for i, pixels in _collect(pid, out, time.monotonic() + grace).items():
-                    theirs[i].pixels = pixels
+                    if 0 <= i < len(figures):
+                        figures[i].pixels = pixels
                 pid = -1
         finally:
+            os.close(numbers)
             if pid > 0:  # interrupted: the child goes too
                 _end(pid)
     return sum(job.pixels is not None for job in figures)
+
+
+def _taken(numbers: int) -> Iterator[int]:
+    """The job numbers this process takes from the shared pipe, one at a time, until empty."""
+    while number := os.read(numbers, 1):
+        yield number[0]
 
 
 def _try(render: Callable[[], Pixels]) -> Pixels | None:

@@ -56,11 +56,20 @@ def test_prerendered_pixels_equal_drawing_here_and_the_child_drew_half() -> None
         assert isinstance(logged[k], Pixels)
         assert logged[k].dpi == here.dpi
         np.testing.assert_array_equal(logged[k].rgba, here.rgba)
-    # who built what: the odd ones by another process (their builders ran there, not here)
+    # who built what: the child took some (their builders ran there, not here); each build
+    # lasts 1 s, so the child, free after the fork, takes a job while this process draws one
     made_by: list[int] = []
-    jobs = [FigureJob(_builder(k, made_by), lambda drawn: None) for k in range(4)]
-    prerender(jobs)
-    assert made_by == [pid, pid]  # this process built 0 and 2; 1 and 3 were built in the child
+
+    def slow(k: int) -> Any:
+        def build() -> Any:
+            time.sleep(1.0)
+            return _builder(k, made_by)()
+
+        return build
+
+    jobs = [FigureJob(slow(k), lambda drawn: None) for k in range(4)]
+    assert prerender(jobs) == 4
+    assert 1 <= len(made_by) <= 3 and set(made_by) == {pid}
 
 
 def test_a_figure_that_fails_to_build_fails_when_its_job_runs_and_the_others_are_drawn() -> None:
@@ -91,16 +100,17 @@ def test_a_stuck_child_is_killed_and_its_figures_are_drawn_here(
     monkeypatch.setattr(figures, "MIN_GRACE_S", 0.5)
     jobs = [FigureJob(slow_in_child(k), lambda drawn: None) for k in range(4)]
     started = time.monotonic()
-    assert prerender(jobs) == 2  # only this process's half ...
+    drawn = prerender(jobs)
     assert time.monotonic() - started < 60
-    assert [job.pixels is not None for job in jobs] == [True, False, True, False]
+    undrawn = [k for k, job in enumerate(jobs) if job.pixels is None]
+    assert 1 <= drawn < 4 and len(undrawn) == 4 - drawn  # this process's share only ...
     logged: dict[int, Any] = {}
     for k, job in enumerate(jobs):
         job.log = lambda drawn, k=k: logged.__setitem__(k, drawn)
-        job()  # ... and the child's half draws when its job runs
-    assert isinstance(logged[0], Pixels) and not isinstance(logged[1], Pixels)
-    for fig in (logged[1], logged[3]):
-        plt.close(fig)
+        job()  # ... and the child's draws when its job runs
+    assert all(isinstance(logged[k], Pixels) != (k in undrawn) for k in range(4))
+    for k in undrawn:
+        plt.close(logged[k])
 
 
 def test_a_run_in_the_cli_logs_prerendered_figures_as_the_pngs_savefig_gives() -> None:
