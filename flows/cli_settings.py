@@ -40,8 +40,9 @@ class Cli:
         (the Prefect form) does not see it.
 
         ``name``: option name without ``--`` (default: the field name in kebab case); ``path``: a
-        file path, resolved to an absolute path; ``zero_is_none``: ``--name 0`` means "none" (the
-        empty field of the form; ``--name all`` says the same); ``hidden``: a setting of the dashboard and API only;
+        file path, resolved to an absolute path; ``zero_is_none``: ``--name 0`` means "none" (``--name all``
+        says the same; the form shows the field as a required number from 0, and the settings
+        model reads 0 as None, e.g. ``PressStudy._all_sensors``); ``hidden``: a setting of the dashboard and API only;
         ``default``: the command line's default where it differs from the form's (e.g. a shorter
         settle window for a person at a terminal); ``aliases``: further option names (an old
         spelling kept working, e.g. ``("--models",)``); ``note``: words for the command line's help

@@ -60,7 +60,10 @@ def run_deferred(report: Callable[[str], Any] | None = None) -> list[str]:
     if len(queued) > 1:
         from runtime.figures import prerender
 
-        prerender(queued)  # the figures drawn on two processes first (runtime.figures)
+        try:
+            prerender(queued)  # the figures drawn on two processes first (runtime.figures)
+        except Exception:  # only a speed-up: each job then draws when it runs
+            pass
     while True:
         with _lock:
             if not _queue:

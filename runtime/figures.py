@@ -71,27 +71,31 @@ class FigureJob:
 
 def prerender(jobs: Sequence[Any]) -> int:
     """Draw the `FigureJob`s among `jobs` on two processes (module docstring); the number
-    drawn. Fewer than two figures, no `os.fork` or one core: nothing is done here (each job
-    draws when it runs). A job whose drawing fails is left undrawn: it fails when it runs.
+        drawn. Fewer than two figures, no `os.fork` or one core: nothing is done here (each job
+        draws when it runs). A job whose drawing fails is left undrawn: it fails when it runs.
 
-    The two processes share the jobs through a pipe that holds their numbers: each takes the
-    next number when it is free (a one-byte read is atomic), so a process that drew a heavy
-    figure takes fewer. Before the fork the heap is frozen (`gc.freeze`): the child's garbage
-    collector then leaves the parent's objects alone instead of copying their pages."""
+        The two processes share the jobs through a pipe that holds their numbers: each takes the
+        next number when it is free (a one-byte read is atomic), so a process that drew a heavy
+        figure takes fewer. Before the fork the heap is frozen (`gc.freeze`): the child's garbage
+        collector then leaves the parent's objects alone instead of copying their pages (this
+    process unfreezes them again unless they were frozen before, as in a warm child)."""
     figures = [j for j in jobs if isinstance(j, FigureJob) and j.png and j.pixels is None]
     figures = figures[:255]  # one byte a number; any more draw when they run
-    if len(figures) < 2 or not hasattr(os, "fork") or len(os.sched_getaffinity(0)) < 2:
+    if len(figures) < 2 or not hasattr(os, "fork") or _cores() < 2:
         return 0
     with tempfile.TemporaryDirectory(prefix="greylab-figures-") as folder:
         out = Path(folder) / "pixels.pickle"
         numbers, feed = os.pipe()
         os.write(feed, bytes(range(len(figures))))
         os.close(feed)  # empty pipe: end of the jobs for both processes
+        frozen = gc.get_freeze_count()
         gc.freeze()
         try:
             pid = os.fork()
         except OSError:
             pid = -1
+        if pid != 0 and not frozen:  # here: collected as before (a warm child stays frozen)
+            gc.unfreeze()
         if pid == 0:  # the child: draw, hand back, leave without running anything of the parent
             code = 1
             try:
@@ -117,6 +121,13 @@ def prerender(jobs: Sequence[Any]) -> int:
             if pid > 0:  # interrupted: the child goes too
                 _end(pid)
     return sum(job.pixels is not None for job in figures)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 def _taken(numbers: int) -> Iterator[int]:

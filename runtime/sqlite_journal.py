@@ -59,7 +59,10 @@ def use_write_ahead_log(db: Path, timeout: float = 5.0) -> str:
     """Put the SQLite database `db` (it exists) in WAL mode when it is on a local disk; its
     journal mode afterwards (``wal``, or what it was: a network filesystem, or another process
     holding a transaction past `timeout`, leave it as it was; greylab works either way)."""
-    con = sqlite3.connect(db, timeout=timeout)
+    try:
+        con = sqlite3.connect(db, timeout=timeout)
+    except sqlite3.Error:
+        return "unknown"
     try:
         mode = str(con.execute("PRAGMA journal_mode").fetchone()[0]).lower()
         if mode != "wal" and local_disk(db.parent):

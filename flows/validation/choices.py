@@ -39,6 +39,16 @@ def registered_names(pattern: re.Pattern[str], tracking_uri: str | None = None) 
     return sorted({n for n in names if isinstance(n, str) and pattern.fullmatch(n)})
 
 
+class _Refuse(urllib.request.HTTPRedirectHandler):
+    """A redirect is not followed (urllib would send the credentials on to any host)."""
+
+    def redirect_request(self, *args: object, **kwargs: object) -> None:
+        return None  # urllib then raises HTTPError for the 3xx: no choices, free text
+
+
+_NO_REDIRECTS = urllib.request.build_opener(_Refuse)
+
+
 def _over_http(uri: str) -> list[str]:
     """MLflow's REST listing (`registered-models/search`), with the credentials MLflow's
     client takes from the environment (basic auth or a token)."""
@@ -60,7 +70,7 @@ def _over_http(uri: str) -> list[str]:
         url = f"{uri.rstrip('/')}/api/2.0/mlflow/registered-models/search?"
         request = urllib.request.Request(url + urllib.parse.urlencode(query), headers=headers)
         remaining = max(0.1, min(TIMEOUT, deadline - time.monotonic()))
-        with urllib.request.urlopen(request, timeout=remaining) as response:
+        with _NO_REDIRECTS.open(request, timeout=remaining) as response:
             body = json.load(response)
         names += [m.get("name") for m in body.get("registered_models", [])]
         page = body.get("next_page_token")

@@ -22,7 +22,7 @@ from runtime.figures import FigureJob, Pixels, draw, prerender
 from tracking.memory import InMemoryTracker
 from tracking.recorder import Run
 
-pytestmark = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
+two_cores = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores")
 
 
 def _builder(k: int, made_by: list[int] | None = None) -> Any:
@@ -44,6 +44,7 @@ def _job(k: int, logged: dict[int, Any]) -> FigureJob:
     return FigureJob(_builder(k), lambda drawn: logged.__setitem__(k, drawn))
 
 
+@two_cores
 def test_prerendered_pixels_equal_drawing_here_and_the_child_drew_half() -> None:
     logged: dict[int, Any] = {}
     jobs = [_job(k, logged) for k in range(5)]
@@ -72,6 +73,7 @@ def test_prerendered_pixels_equal_drawing_here_and_the_child_drew_half() -> None
     assert 1 <= len(made_by) <= 3 and set(made_by) == {pid}
 
 
+@two_cores
 def test_a_figure_that_fails_to_build_fails_when_its_job_runs_and_the_others_are_drawn() -> None:
     def broken() -> Any:
         raise ValueError("no data")
@@ -84,6 +86,7 @@ def test_a_figure_that_fails_to_build_fails_when_its_job_runs_and_the_others_are
         jobs[1]()
 
 
+@two_cores
 def test_a_stuck_child_is_killed_and_its_figures_are_drawn_here(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

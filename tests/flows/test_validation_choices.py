@@ -110,3 +110,50 @@ def test_an_mlflow_server_with_registered_models_gives_the_choices(tmp_path: Pat
         field, took = _served_form()
     assert field["enum"] == ["drive-emps", "press-M1", "press-M3"], field
     assert took < 60, took
+
+
+def test_a_redirect_is_not_followed_with_the_credentials(monkeypatch) -> None:
+    """An MLflow URL that redirects elsewhere: the listing is not followed (urllib would send
+    the Authorization header on to any host), the form is free text, and the other host never
+    sees a request."""
+    import http.server
+    import threading
+
+    from flows.validation.choices import registered_names
+
+    seen: list[str | None] = []
+
+    class Elsewhere(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.headers.get("Authorization"))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"registered_models": [{"name": "press-M3"}]}')
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    other = http.server.HTTPServer(("127.0.0.1", 0), Elsewhere)
+    target = f"http://127.0.0.1:{other.server_address[1]}/steal"
+
+    class Redirect(Elsewhere):
+        def do_GET(self) -> None:
+            self.send_response(302)
+            self.send_header("Location", target)
+            self.end_headers()
+
+    mlflow = http.server.HTTPServer(("127.0.0.1", 0), Redirect)
+    threads = [threading.Thread(target=s.serve_forever, daemon=True) for s in (other, mlflow)]
+    for thread in threads:
+        thread.start()
+    try:
+        monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
+        monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "secret")
+        uri = f"http://127.0.0.1:{mlflow.server_address[1]}"
+        assert registered_names(MODEL_NAME, uri) == []
+        assert seen == []
+    finally:
+        for server in (other, mlflow):
+            server.shutdown()
+            server.server_close()
