@@ -122,11 +122,21 @@ def test_no_none_toggle_and_the_prefilled_forms_submit(api: str) -> None:
                 assert sensors.input_value() == "2"
                 _refused(page, sensors, "abc", "'n_sensors' is a required property",
                          "form-press-text-in-n-sensors")  # fmt: skip
-                sensors.fill("2")
+                for _ in range(3):  # the default back, as a user would type it and move on
+                    sensors.fill("2")  # (a re-render of the form's last check may eat it)
+                    sensors.press("Tab")
+                    page.wait_for_timeout(500)
+                    if sensors.input_value() == "2":
+                        break
+                assert sensors.input_value() == "2"
             _submit(page, api, str(deployment["id"]), slug)
             run = _submitted(api, str(deployment["id"]))
             parameters = run["parameters"][key]
             flow = load_flow(entries[name]["entrypoint"])
             settings = flow.validate_parameters({key: parameters})[key]
             expected = type(settings)(**(entries[name].get("parameters") or {}).get(key, {}))
-            assert settings == expected, f"{slug}: the prefilled form ran other settings"
+            other = {k: (getattr(settings, k), getattr(expected, k)) for k in
+                     type(settings).model_fields if getattr(settings, k) != getattr(expected, k)}  # fmt: skip
+            assert not other, (
+                f"{slug}: the prefilled form ran other settings (sent, default): {other}"
+            )
