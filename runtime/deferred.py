@@ -9,8 +9,9 @@ deployed flow runs) `defer` runs the job at once, as before, and its exceptions 
 
 The hook a recorder needs is one line: ``defer(lambda: self.figure(...))`` in place of
 ``self.figure(...)``; figures are deferred as `runtime.figures.FigureJob`s, which
-`run_deferred` draws on two processes before it runs the queue. A deferred job must only need what it captured (an MLflow run id, arrays):
-the run it logs to may be finished by then (MLflow accepts artifacts for finished runs).
+`run_deferred` draws on two processes before it runs the queue. A deferred job must only need
+what it captured (an MLflow run id, arrays): the run it logs to may be finished by then (MLflow
+accepts artifacts for finished runs).
 """
 
 from __future__ import annotations
