@@ -8,8 +8,8 @@ the command's exit code stays the answer's. Without `enable()` (in-process calle
 deployed flow runs) `defer` runs the job at once, as before, and its exceptions propagate.
 
 The hook a recorder needs is one line: ``defer(lambda: self.figure(...))`` in place of
-``self.figure(...)``; figures are deferred as `runtime.figures.FigureJob`s, which
-`run_deferred` draws on two processes before it runs the queue. A deferred job must only need
+``self.figure(...)``; figures are deferred as `runtime.figures.FigureJob`s, which a second
+process starts drawing as they are queued (`runtime.figures`). A deferred job must only need
 what it captured (an MLflow run id, arrays): the run it logs to may be finished by then (MLflow
 accepts artifacts for finished runs).
 """
@@ -41,10 +41,16 @@ def enabled() -> bool:
 def defer(job: Callable[[], Any], what: str = "tracking") -> None:
     """Run `job` after the answer is printed (queued), or now when deferral is off."""
     with _lock:
-        if _enabled:
+        queued = [j for _, j in (*_queue, (what, job))] if _enabled else None
+        if queued is not None:
             _queue.append((what, job))
-            return
-    job()
+    if queued is None:
+        job()
+        return
+    from runtime.figures import FigureJob, draw_early
+
+    if isinstance(job, FigureJob):
+        draw_early(queued)  # drawn by a second process while the command goes on
 
 
 def pending() -> int:
@@ -58,11 +64,11 @@ def run_deferred(report: Callable[[str], Any] | None = None) -> list[str]:
     failures: list[str] = []
     with _lock:
         queued = [job for _, job in _queue]
-    if len(queued) > 1:
+    if queued:
         from runtime.figures import prerender
 
         try:
-            prerender(queued)  # the figures drawn on two processes first (runtime.figures)
+            prerender(queued)  # the figures left drawn on two processes first (runtime.figures)
         except Exception:  # only a speed-up: each job then draws when it runs
             pass
     while True:
