@@ -94,5 +94,19 @@ def _from_local_store(uri: str) -> list[str]:
         return []
     from mlflow import MlflowClient
 
-    client = MlflowClient(tracking_uri=uri, registry_uri=uri)
-    return [m.name for m in client.search_registered_models(max_results=1000)]
+    def names() -> list[str]:
+        client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+        return [m.name for m in client.search_registered_models(max_results=1000)]
+
+    if not uri.startswith("sqlite:"):
+        return names()
+    from pathlib import Path
+
+    from runtime.stores import check_sqlite_file, store_lock
+
+    # MLflow upgrades an older store when a client opens it: under the store's lock, as every
+    # greylab process opens it (`runtime.stores.tracking_client`); a store locked longer than
+    # the bound (another process creating or upgrading it) gives no choices
+    with store_lock(Path(path), timeout=DEADLINE):
+        check_sqlite_file(Path(path), "MLflow store")
+        return names()

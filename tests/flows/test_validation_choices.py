@@ -6,6 +6,8 @@ name either way (tests/flows/test_validation_settings.py: hostile names)."""
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -157,3 +159,35 @@ def test_a_redirect_is_not_followed_with_the_credentials(monkeypatch) -> None:
         for server in (other, mlflow):
             server.shutdown()
             server.server_close()
+
+
+def test_a_local_store_locked_by_another_process_gives_free_text_within_the_bound(
+    tmp_path, monkeypatch
+) -> None:
+    """The store is read under its lock, as every greylab process opens it: a store another
+    process holds (creating or upgrading it) is not read meanwhile; the form waits at most
+    the bound and offers free text."""
+    from flows.validation import choices
+
+    db = tmp_path / "mlflow.db"
+    uri = f"sqlite:///{db}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    _register(uri)
+    monkeypatch.setattr(choices, "DEADLINE", 1.0)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'a'); "
+         "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+         str(db.with_name(db.name + ".lock"))],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        started = time.monotonic()
+        field, _ = _served_form()
+        assert time.monotonic() - started < 30
+        _free_text(field)
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    field, _ = _served_form()  # released: the choices again
+    assert field["enum"] == ["drive-emps", "press-M1", "press-M3"]
