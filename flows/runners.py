@@ -149,13 +149,34 @@ def shared_api() -> Iterator[None]:
         os.environ.pop("PREFECT_API_URL", None)
 
 
+@contextlib.contextmanager
+def heartbeats_if_asked() -> Iterator[None]:
+    """Flow runs started here send no heartbeats unless Prefect's heartbeat frequency was set
+    (environment, profile or `prefect.toml`). Prefect's heartbeats only serve an automation
+    that marks runs without them as crashed, which greylab does not define; with them on,
+    every flow run waits at its end for the heartbeat thread's one-second sleep (0.2-0.3 s
+    measured per `press detect`, up to 1 s; issue 31). Deployed runs keep Prefect's setting."""
+    from prefect.settings import (
+        PREFECT_FLOWS_HEARTBEAT_FREQUENCY,
+        get_current_settings,
+        temporary_settings,
+    )
+
+    if "heartbeat_frequency" in get_current_settings().flows.model_fields_set:
+        yield
+        return
+    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY: None}):
+        yield
+
+
 def run_flow(flow: Any, study: Any, *, runner: RunnerKind | str, workers: int) -> Any:
     """Run a study flow on the chosen task runner (threads, or a Dask cluster). Its logs and
     events are sent before this returns, while the server (a temporary one for Dask workers)
-    still runs: the command ends when its work ends."""
+    still runs: the command ends when its work ends. No heartbeats unless asked for
+    (`heartbeats_if_asked`)."""
     runner = runner_kind(runner)
     limits.check("workers", workers, "GREYLAB_MAX_WORKERS")
-    with safe_child_path(), shared_api(), api_for_workers(runner):
+    with safe_child_path(), shared_api(), api_for_workers(runner), heartbeats_if_asked():
         try:
             return flow.with_options(task_runner=make_task_runner(runner, workers=workers))(study)
         finally:
