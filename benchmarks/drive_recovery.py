@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
+import os
 import sys
 import time
 from collections import Counter
@@ -204,47 +206,88 @@ def run_single(args, bench: Bench) -> None:
                   "median RSS / noise floor", fmt=".3g")  # fmt: skip
 
 
-def run_search(args, bench: Bench) -> None:
+def search_one(i: int, m, rec, args) -> dict:
+    """One machine's search (``--population`` x ``--generations``, ``--workers`` processes):
+    the structure found, its relation to the truth (``gp.diagnosis``), the truth's evaluation
+    inside the search and, with ``--diagnose``, the truth fitted alone (``single``'s fit)."""
+    from benchmarks.drive_search import ProcessMap
     from models.drivetrain.gp import StructureSearch
+    from models.drivetrain.gp.diagnosis import relation, truth_in_search
 
+    gp = data_settings(estimate_scales(rec), position=True, wide=WIDE,
+                       population=args.population, generations=args.generations)  # fmt: skip
+    pmap, t0 = ProcessMap(args.workers), time.perf_counter()
+    try:
+        s = StructureSearch(gp.population, gp.generations, args.seed, gp.test_fraction,
+                            settings=gp, submit_batch=pmap.submit).fit(rec)  # fmt: skip
+    finally:
+        pmap.close()
+    row = {"machine": i, "kind": m.kind, "found": "+".join(s.best_structure_),
+           "relation": relation(s.best_structure_, m.structure), "wall_s": time.perf_counter() - t0,
+           "fitness": s.best_fitness_, "rss": s.best_rss_, "d": s.best_evaluation_.n_params}  # fmt: skip
+    inner = truth_in_search(s, m.structure)
+    row["truth_in_search"] = None
+    if inner is not None:
+        row["truth_in_search"] = {"fitness": inner.fitness, "rss": inner.rss,
+                                  "refined": inner.refined}  # fmt: skip
+    if row["relation"] == "same":
+        row |= interval_check(m.structure, m.params, s.best_parameters_, rec, gp,
+                              s.best_evaluation_.n_sub)  # fmt: skip
+    elif args.diagnose:
+        alone, _ = identify_truth(m.structure, rec)
+        row["truth_alone"] = {"fitness": alone.fitness, "rss": alone.rss}
+    return row
+
+
+def show_search(r: dict) -> None:
+    t = r["truth_in_search"]
+    inner = ("truth not tried" if t is None else f"truth in search fitness {t['fitness']:.4g} "
+             f"RSS {t['rss']:.4g}{'' if t['refined'] else ' (screened only)'}")  # fmt: skip
+    alone = (f", truth alone fitness {r['truth_alone']['fitness']:.4g} RSS "
+             f"{r['truth_alone']['rss']:.4g}" if "truth_alone" in r else "")  # fmt: skip
+    par = (f", ident {r['ident']:.2g}, outside 95 % {','.join(r['outside']) or '-'}"
+           if "ident" in r else "")  # fmt: skip
+    print(f"  #{r['machine']:2d} {r['kind']}: found {r['found']} [{r['relation']}] fitness "
+          f"{r['fitness']:.4g} RSS {r['rss']:.4g} d {r['d']}; {inner}{alone}{par} "
+          f"({r['wall_s']:.0f} s, load {os.getloadavg()[0]:.1f})", flush=True)  # fmt: skip
+
+
+def run_search(args, bench: Bench) -> None:
     for _ in bench.runs():
         rng = np.random.default_rng(args.seed)
-        found = within = covered = 0
-        kinds: Counter = Counter()
+        rows, kinds = [], Counter[str]()
         for i in range(args.machines):
             m = draw_machine(rng, i)
             rec = add_noise(simulate_machine(m), args.noise_percent, rng)
             try:
-                gp = data_settings(estimate_scales(rec), position=True, wide=WIDE)
+                rows.append(search_one(i, m, rec, args))
             except InputError:
                 kinds["refused by the scales"] += 1
                 continue
-            t0 = time.perf_counter()
-            s = StructureSearch(gp.population, gp.generations, args.seed, gp.test_fraction,
-                                settings=gp).fit(rec)  # fmt: skip
-            exact = sorted(s.best_structure_) == sorted(m.structure)
-            check = (interval_check(m.structure, m.params, s.best_parameters_, rec, gp,
-                                    s.best_evaluation_.n_sub) if exact else {})  # fmt: skip
-            ok = exact and check["ident"] <= PARAM_TOL
-            found, within = found + exact, within + ok
-            covered += exact and not check["outside"]
-            if not exact:
-                kinds["another structure"] += 1
-            elif not ok:
+            show_search(rows[-1])
+            r = rows[-1]
+            if r["relation"] != "same":
+                kinds[f"another structure ({r['relation']})"] += 1
+            elif r["ident"] > PARAM_TOL:
                 kinds["structure found, an identifiable parameter > 10 % off"] += 1
-            elif check["outside"]:
+            elif r["outside"]:
                 kinds["structure found, a true value outside its 95 % interval"] += 1
-            print(f"  #{i:2d} {m.kind}: found {'+'.join(s.best_structure_)} "
-                  f"({time.perf_counter() - t0:.0f} s)", flush=True)  # fmt: skip
         print("failures by kind:", dict(kinds) or "none")
+        if args.rows:
+            Path(args.rows).write_text(json.dumps(rows, indent=1, default=str))
         n = args.machines
-        bench.add("exact", 100.0 * found / n, "search: exact structure found", unit="%",
+        exact = [r for r in rows if r["relation"] == "same"]
+        within = sum(r["ident"] <= PARAM_TOL for r in exact)
+        covered = sum(not r["outside"] for r in exact)
+        bench.add("exact", 100.0 * len(exact) / n, "search: exact structure found", unit="%",
                   fmt=".0f", target=(">=", 90.0))  # fmt: skip
         bench.add("params", 100.0 * within / n, "search: exact and every identifiable parameter "
                   "within 10 %", unit="%", fmt=".0f")  # fmt: skip
-        bench.add("covered", 100.0 * covered / max(found, 1), "search, of the exact ones: every "
-                  "true value inside its 95 % interval", unit="%", fmt=".0f",
+        bench.add("covered", 100.0 * covered / max(len(exact), 1), "search, of the exact ones: "
+                  "every true value inside its 95 % interval", unit="%", fmt=".0f",
                   target=(">=", 90.0))  # fmt: skip
+        bench.add("wall_s", float(np.median([r["wall_s"] for r in rows] or [np.nan])),
+                  "search: wall per machine, median", unit="s", fmt=".0f")  # fmt: skip
 
 
 def small_structures(limit: int = 4) -> list[tuple[str, ...]]:
@@ -317,6 +360,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--boxes", choices=["wide", "narrow"], default="wide")
     parser.add_argument("--friction-gain", choices=["fixed", "profile"], default="fixed")
     parser.add_argument("--continuation", choices=["on", "off"], default="on")
+    parser.add_argument("--population", type=int, default=10, help="search: as the CLI's")
+    parser.add_argument("--generations", type=int, default=10, help="search: as the CLI's")
+    parser.add_argument("--workers", type=int, default=2, help="search: worker processes")
+    parser.add_argument("--diagnose", action="store_true",
+                        help="search: fit the truth alone when the search misses it")  # fmt: skip
+    parser.add_argument("--rows", default="", help="search: write the rows as JSON here")
     add_arguments(parser, repeats=1)
     args = parser.parse_args(argv)
     global WIDE, PROFILE_GAIN, CONTINUE

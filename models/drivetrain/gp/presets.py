@@ -43,6 +43,8 @@ EMPS_NOMINALS = {
     "dq0": 0.01, "alpha": 1e-4, "T_1": 0.01, "T_d": 0.01,
 }  # fmt: skip
 EMPS_BOUNDS = {"M_G": (-20.0, 20.0)}
+#: the data preset's final stage: its 3 fittest structures refitted (``GPSettings.final_top``)
+DATA_FINAL_TOP = 3
 EMPS_F_TANH = 1000.0
 #: IDIM-LS reference values of the data set's description (M_G = -offset)
 EMPS_PUBLISHED = {"J1": 95.1089, "f_v": 203.5034, "M_C": 20.3935, "M_G": 3.1648}
@@ -70,7 +72,10 @@ def data_settings(
     hold the paper's reference (9/10 searched as a user's recording, 1.5x the narrow boxes'
     time) but an EMPS search from the recording's own scales, seed 0, ends at {1,6,7,8}
     (Stribeck instead of Coulomb friction) where the narrow boxes find {1,5,6,8}
-    (docs/drive.md, "Other machines"). ``overrides`` are further `GPSettings` fields."""
+    (docs/drive.md, "Other machines"). The search ends with its final stage (``final_top``
+    3, ``models.drivetrain.gp.finalists``): a user's recording comes from a machine unlike
+    the reference, whose true structure the search's own cheap fit may stall on.
+    ``overrides`` are further `GPSettings` fields."""
     nominals, bounds, f_tanh = scales.nominals(wide)
     identification = replace(IdentificationSettings(), position_weight=1.0 if position else 0.0)
     base = GPSettings(
@@ -78,6 +83,7 @@ def data_settings(
         bounds=bounds,  # type: ignore[arg-type]
         f_tanh=f_tanh,
         identification=identification,
+        final_top=DATA_FINAL_TOP,
     )
     return replace(base, **overrides)
 
@@ -100,7 +106,8 @@ def paper_settings(base: GPSettings | None = None, **overrides: Any) -> GPSettin
     mutation probabilities, tolerances, JIT, the per-individual time limit); everything the
     paper fixes is set: population 6, generations 20, ``k_p`` 2, raw roulette selection, no
     elite, no structure cache (every individual re-identified), no duplicate/revisit avoidance,
-    no simplification move, no local search at the end (``polish_rounds``), every offspring in
+    no simplification move, no local search at the end (``polish_rounds``) nor final stage
+    (``final_top``), every offspring in
     the generation it was bred for (``breed_ahead``), no held-out tail,
     initial and maximal trees up to the largest valid structure; identification with one start
     (the inherited parameters), up to 500 residual evaluations, no screening, no prefilter
@@ -116,7 +123,7 @@ def paper_settings(base: GPSettings | None = None, **overrides: Any) -> GPSettin
     paper = replace(
         base, population=PAPER_POPULATION, generations=PAPER_GENERATIONS, k_p=2.0,
         selection="roulette", n_elite=0, structure_cache=False, avoid_duplicates=False,
-        avoid_revisits=False, simplify_best=False, polish_rounds=0, breed_ahead=0, test_fraction=0.0, max_nodes=largest,
+        avoid_revisits=False, simplify_best=False, polish_rounds=0, final_top=0, breed_ahead=0, test_fraction=0.0, max_nodes=largest,
         init_max_nodes=largest, identification=identification,
     )  # fmt: skip
     return replace(paper, **overrides)

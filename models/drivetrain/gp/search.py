@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from methods.errors import InputError
+from models.drivetrain.gp import finalists
 from models.drivetrain.gp.breeding import initial_population, offspring
 from models.drivetrain.gp.checkpoint import FILE as CHECKPOINT_FILE
 from models.drivetrain.gp.checkpoint import data_fingerprint, load_checkpoint, save_checkpoint
@@ -166,19 +167,23 @@ class StructureSearch:
         ranked = sorted(fitness.values(), reverse=True)
         return ranked[min(self.settings.refine_top, len(ranked)) - 1]
 
-    def _dispatcher(self, data: RecordingArrays) -> Dispatcher:
-        """The search's dispatcher: workers get the data (or, for a stored recording, its path
-        and hash: they read the file once each), settings and seed with every batch."""
+    def _dispatcher(
+        self, data: RecordingArrays, settings: GPSettings | None = None,
+        cache: dict[str, Evaluation] | None = None,
+    ) -> Dispatcher:  # fmt: skip
+        """The search's dispatcher (``settings``, ``cache``: the search's unless given):
+        workers get the data (or, for a stored recording, its path and hash: they read the
+        file once each), settings and seed with every batch."""
         fn: Callable[[list[IndividualSpec]], list[Evaluation]]
+        settings = settings or self.settings
         if isinstance(self._recording, RecordingFile):
             fn = functools.partial(
-                evaluate_stored, recording=self._recording, settings=self.settings, seed=self.seed
+                evaluate_stored, recording=self._recording, settings=settings, seed=self.seed
             )
         else:
-            fn = functools.partial(
-                evaluate_batch, data=data, settings=self.settings, seed=self.seed
-            )
-        return Dispatcher(fn, self._cache, -(-self.settings.population // self.batch_size),
+            fn = functools.partial(evaluate_batch, data=data, settings=settings, seed=self.seed)
+        cache = self._cache if cache is None else cache
+        return Dispatcher(fn, cache, -(-self.settings.population // self.batch_size),
                           map_batches=self.map_batches, submit_batch=self.submit_batch)  # fmt: skip
 
     # -- the search -------------------------------------------------------------------------
@@ -232,8 +237,8 @@ class StructureSearch:
         if best is None:  # generations <= the checkpoint's: nothing was evaluated
             raise InputError("the search evaluated no generation (check generations)")
         self._dispatch.wait(list(self._dispatch.pending))  # none is left: a safety net
-        best = self._polish(best, data)
-        self.n_evaluations_ = self._dispatch.n_identifications
+        best = self._final(self._polish(best, data), data)
+        self.n_evaluations_ = self._dispatch.n_identifications + self._n_final
         self._finish(best, history, pop_rows, data)
         return self
 
@@ -319,6 +324,15 @@ class StructureSearch:
             best = evals[i]
         self.polish_ = pd.DataFrame(rows, columns=["round", "codes", "names", "fitness", "rss",
                                                    "n_params", "refined", "chosen"])  # fmt: skip
+        return best
+
+    def _final(self, best: Evaluation, data: RecordingArrays) -> Evaluation:
+        """The final stage (``GPSettings.final_top``, ``models.drivetrain.gp.finalists``) on
+        the search's task runner; ``final_``: its rows."""
+        s = self.settings
+        dispatch = self._dispatcher(data, finalists.final_settings(s), {}) if s.final_top else None
+        best, self.final_ = finalists.run(best, self._cache, s, dispatch)
+        self._n_final = dispatch.n_identifications if dispatch else 0
         return best
 
     def _finish(

@@ -179,6 +179,13 @@ class GPSettings:
       best moves to a fitter neighbour, at most this many times. Measured on the reference with
       1 % noise (seeds 2 and 9): the truth, one step from where the GP ended, was fitter but
       never tried (``benchmarks/drive_search.py rates --noise-percent 1``).
+    - ``final_top`` (issue 26; 0 = off, the ``data`` preset's 3): after the local search, the
+      ``final_top`` fittest structures and every structure one step simpler than the best are
+      identified again with a named structure's continuations (``drive fit``'s: smoothed
+      backlash, ladders from one inertia fewer, rounds of 100 evaluations) and the fittest
+      becomes the best; when it moved, its simpler neighbours likewise, ``final_rounds`` rounds
+      in all (``models.drivetrain.gp.finalists``): inside the search a multi-mass or backlash
+      fit stalls and a richer structure makes up for it.
     - ``init_max_nodes``: size of the random initial trees (uniform in 1..init_max_nodes);
       ``max_nodes`` bounds the growth by operators.
     """
@@ -206,6 +213,8 @@ class GPSettings:
     refine_at_once: bool = True
     breed_ahead: int = 1
     polish_rounds: int = 3
+    final_top: int = 0
+    final_rounds: int = 2
     test_fraction: float = 0.0
     f_tanh: float = DEFAULT_F_TANH
     nominals: tuple[tuple[str, float], ...] = ()
@@ -232,8 +241,10 @@ class GPSettings:
             raise InputError(f"selection must be one of {SELECTIONS}, got {self.selection!r}")
         if not 1.0 <= self.selection_pressure <= 2.0 or self.tournament_size < 1:
             raise InputError("selection_pressure must be in [1, 2] and tournament_size >= 1")
-        if self.novelty_tries < 0 or self.refine_top < 0 or self.polish_rounds < 0:
-            raise InputError("novelty_tries, refine_top and polish_rounds must be >= 0")
+        if min(self.novelty_tries, self.refine_top, self.polish_rounds, self.final_top,
+               self.final_rounds) < 0:  # fmt: skip
+            raise InputError("novelty_tries, refine_top, polish_rounds, final_top and "
+                             "final_rounds must be >= 0")  # fmt: skip
         if self.breed_ahead < 0:
             raise InputError("breed_ahead must be >= 0")
         kinds = [Submodel.parse(k) for k in self.allowed]

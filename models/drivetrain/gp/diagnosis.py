@@ -1,0 +1,46 @@
+"""Why a search missed a known structure (issue 26's recovery benchmark, ``drive_recovery
+search``): how the structure it found relates to the truth, and what the search knew of the
+truth (whether it was identified, refined, and how fit).
+
+``relation(found, truth)``: ``same``; ``richer`` (the found structure holds every submodel of
+the truth and at least as many inertias, and more of something); ``simpler`` (the converse);
+``other`` (neither contains the other).
+
+``truth_in_search(search, truth)``: the search's own evaluation of the true structure, if it
+identified it (generations or the local search at the end), else None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from models.drivetrain.gp.evaluate import Evaluation
+from models.drivetrain.submodels import MULTI_MASS, Submodel, canonical
+
+
+def _split(structure: Iterable[str]) -> tuple[int, frozenset[Submodel]]:
+    kinds = canonical(structure)
+    masses = max((k.n_masses for k in kinds if k in MULTI_MASS), default=0)
+    return masses, frozenset(k for k in kinds if k not in MULTI_MASS)
+
+
+def relation(found: Iterable[str], truth: Iterable[str]) -> str:
+    """``same``, ``richer``, ``simpler`` or ``other`` (module docstring)."""
+    (m_f, o_f), (m_t, o_t) = _split(found), _split(truth)
+    if m_f == m_t and o_f == o_t:
+        return "same"
+    if m_f >= m_t and o_f >= o_t:
+        return "richer"
+    if m_f <= m_t and o_f <= o_t:
+        return "simpler"
+    return "other"
+
+
+def truth_in_search(search: Any, truth: Iterable[str]) -> Evaluation | None:
+    """The search's evaluation of ``truth`` (its structure cache), or None if never tried."""
+    names = tuple(k.value for k in canonical(truth))
+    for ev in getattr(search, "_cache", {}).values():
+        if tuple(ev.structure) == names:
+            return ev
+    return None

@@ -1,0 +1,129 @@
+"""The search's final stage (issue 26, ``GPSettings.final_top``): its best few structures, and
+the best one's simpler neighbours, identified again as a named structure is, before the
+answer is chosen.
+
+Why: inside the search a structure gets a cheap identification (screening, one refinement of
+40 evaluations, two starts); a multi-mass ladder or a backlash structure stalls there where
+``drive fit``'s continuations (``structure_fit.CONTINUATION``: rounds of 100 evaluations,
+starts from the fit of one inertia fewer, the smoothed gap law) reach the noise floor. On the
+recovery benchmark's machines (``benchmarks/drive_recovery.py search``) the search then
+answered a richer structure whose extra submodels made up for the true one's stalled fit.
+
+The stage: the ``final_top`` fittest refined structures of the search and every structure one
+step simpler than the best (``operators.simplifications``) are identified with the
+continuations, without screening, each from its own parameters in the search (else the
+best's, inherited); the fittest by the search's own fitness (paper eq. 19) becomes the best.
+When that moved, the new best's simpler neighbours are identified likewise, at most
+``final_rounds`` rounds in all. A fit of this stage replaces the search's fit of the same
+structure where it is fitter (the evidence's rival table then uses it). Every fit is a row of
+``StructureSearch.final_`` (``chosen``: the best after the stage).
+
+Deterministic for a seed: the candidates are ordered, each identification is seeded by its
+spec (``evaluate.spec_seed``), and the fits run on the search's own task runner.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any
+
+import pandas as pd
+
+from models.drivetrain.gp.evaluate import Evaluation, IndividualSpec
+from models.drivetrain.gp.operators import from_structure, simplifications
+from models.drivetrain.gp.settings import GPSettings
+
+KEY = "final|"  # the stage's cache keys: this prefix and the structure
+
+
+def final_settings(settings: GPSettings) -> GPSettings:
+    """``settings`` for the stage's fits: no screening, the continuations of a named
+    structure's fit (``structure_fit.CONTINUATION``) but the search's own time limit."""
+    from models.drivetrain.structure_fit import CONTINUATION  # it imports this package
+
+    ident = settings.identification
+    extra = {k: v for k, v in CONTINUATION.items() if k != "time_limit_s"}
+    return replace(settings, identification=replace(ident, screen_nfev=0, **extra))
+
+
+def key(structure: tuple[str, ...]) -> str:
+    return KEY + json.dumps(list(structure))
+
+
+def _spec(structure: tuple[str, ...], parameters: dict[str, float]) -> IndividualSpec:
+    return IndividualSpec(tuple(structure), tuple(sorted(parameters.items())), refine=True)
+
+
+def top_structures(evaluations: list[Evaluation], n: int) -> list[Evaluation]:
+    """The ``n`` fittest refined evaluations of distinct structures (ties by structure)."""
+    best: dict[tuple[str, ...], Evaluation] = {}
+    for ev in evaluations:
+        if ev.refined and (ev.structure not in best or ev.fitness > best[ev.structure].fitness):
+            best[ev.structure] = ev
+    ranked = sorted(best.values(), key=lambda ev: (-ev.fitness, ev.structure))
+    return ranked[:n]
+
+
+def candidates(
+    best: Evaluation,
+    evaluations: list[Evaluation],
+    settings: GPSettings,
+    done: set[tuple[str, ...]],
+    top: int,
+) -> list[tuple[str, IndividualSpec]]:
+    """The stage's jobs ``(cache key, spec)`` of one round, none in ``done``: the ``top``
+    fittest structures (0 after the first round) and every structure one step simpler than
+    ``best``, each from its own parameters in the search (else ``best``'s, inherited)."""
+    known = {ev.structure: ev.parameters for ev in sorted(evaluations, key=lambda e: e.fitness)}
+    out: dict[tuple[str, ...], IndividualSpec] = {}
+    for ev in top_structures(evaluations, top):
+        out[ev.structure] = _spec(ev.structure, ev.parameters)
+    centre = from_structure(best.structure, best.parameters, settings)
+    for ind in simplifications(centre, settings):
+        s = ind.structure
+        out.setdefault(s, _spec(s, known.get(s, ind.parameters)))
+    return [(key(s), sp) for s, sp in sorted(out.items()) if s not in done]
+
+
+COLUMNS = ["round", "codes", "names", "fitness", "rss", "n_params", "n_sub", "wall_s", "chosen"]
+
+
+def rows(evaluations: list[Evaluation], round_: int) -> list[dict]:
+    """The ``final_`` rows of one round's fits (``chosen`` set by the search at the end)."""
+    return [{"round": round_, "codes": ",".join(map(str, ev.codes)),
+             "names": ",".join(ev.structure), "fitness": ev.fitness, "rss": ev.rss,
+             "n_params": ev.n_params, "n_sub": ev.n_sub, "wall_s": ev.wall_s,
+             "chosen": False} for ev in evaluations]  # fmt: skip
+
+
+def run(
+    best: Evaluation, cache: dict[str, Evaluation], settings: GPSettings, dispatch: Any
+) -> tuple[Evaluation, pd.DataFrame]:
+    """The stage (module docstring) from the search's ``best`` and its structure ``cache``
+    (a fitter fit of the stage replaces the search's there); ``dispatch``: a
+    ``gp.dispatch.Dispatcher`` with :func:`final_settings` and an empty cache of its own (None:
+    the stage is off). Returns the best and the rows of ``StructureSearch.final_``."""
+    out, table = best, []
+    done: set[tuple[str, ...]] = set()
+    for r in range(max(1, settings.final_rounds) if dispatch is not None else 0):
+        top = settings.final_top if r == 0 else 0
+        jobs = candidates(out, list(cache.values()), settings, done, top)
+        if not jobs:
+            break
+        dispatch.run(jobs)
+        evals = [dispatch.cache[k] for k, _ in jobs]
+        done |= {ev.structure for ev in evals}
+        table += rows(evals, r)
+        for ev in evals:
+            k = json.dumps(list(ev.structure))
+            if k not in cache or ev.fitness > cache[k].fitness:
+                cache[k] = ev
+        fittest = max(evals, key=lambda ev: (ev.fitness, ev.structure))
+        if not fittest.fitness > out.fitness:
+            break
+        out = fittest
+    frame = pd.DataFrame(table, columns=COLUMNS)
+    if len(frame):
+        frame["chosen"] = frame["names"] == ",".join(out.structure)
+    return out, frame

@@ -1,0 +1,116 @@
+"""The search's final stage (issue 26, ``GPSettings.final_top``, ``gp.finalists``) and the
+recovery benchmark's diagnosis of a missed structure (``gp.diagnosis``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from methods.errors import InputError
+from models.drivetrain.excitation import reference_recording
+from models.drivetrain.gp import finalists
+from models.drivetrain.gp.diagnosis import relation, truth_in_search
+from models.drivetrain.gp.evaluate import Evaluation
+from models.drivetrain.gp.presets import data_settings, paper_settings
+from models.drivetrain.gp.search import StructureSearch
+from models.drivetrain.gp.settings import GPSettings, IdentificationSettings
+from models.drivetrain.scales import estimate_scales
+from models.drivetrain.submodels import canonical
+
+SMALL = dict(
+    allowed=("one_mass", "two_mass", "coulomb", "viscous", "gravity"),
+    identification=IdentificationSettings(n_starts=1, max_nfev=15, jit=False),
+)
+TRUTH = ["one_mass", "coulomb", "viscous"]
+
+
+@pytest.fixture(scope="module")
+def recording():
+    return reference_recording(["one_mass", "viscous", "coulomb"], duration=0.6)
+
+
+def _ev(structure, fitness, refined=True, **params) -> Evaluation:
+    kinds = canonical(structure)
+    return Evaluation(tuple(k.value for k in kinds), tuple(k.code for k in kinds), params,
+                      1.0 / fitness, 1.0 / fitness, fitness, len(params), 1, 0.0, False,
+                      refined=refined)  # fmt: skip
+
+
+def _map_reversed(fn, batches):  # a backend that finishes in another order
+    return [fn(b) for b in batches[::-1]][::-1]
+
+
+def test_relation_of_a_found_structure_to_the_truth():
+    truth = ["two_mass", "coulomb", "stribeck"]
+    assert relation(["stribeck", "two_mass", "coulomb"], truth) == "same"
+    assert relation(["three_mass", "coulomb", "stribeck"], truth) == "richer"
+    assert relation(["two_mass", "coulomb", "stribeck", "delay"], truth) == "richer"
+    assert relation(["one_mass", "coulomb"], truth) == "simpler"
+    assert relation(["two_mass", "coulomb"], truth) == "simpler"
+    assert relation(["three_mass", "coulomb"], truth) == "other"
+    assert relation(["two_mass", "viscous", "coulomb", "stribeck"], ["one_mass"]) == "richer"
+
+
+def test_candidates_are_the_fittest_refined_and_the_best_one_step_simpler():
+    s = GPSettings(**SMALL)
+    best = _ev(["one_mass", "coulomb", "viscous", "gravity"], 10.0, J1=1, M_C=1, f_v=1, M_G=0)
+    evals = [best, _ev(["two_mass", "viscous"], 9.0, J1=1, J2=1, c1=1, d1=1, f_v=1),
+             _ev(["one_mass", "viscous"], 8.0, J1=1, f_v=2),
+             _ev(["one_mass", "coulomb", "viscous"], 20.0, refined=False, J1=3, M_C=3, f_v=3),
+             _ev(["one_mass"], 1.0, J1=1)]  # fmt: skip
+    jobs = finalists.candidates(best, evals, s, set(), top=2)
+    got = {sp.structure: dict(sp.start) for _, sp in jobs}
+    # the 2 fittest refined ones (the screened-only {1,5,6} is not among them, however fit)
+    # and the best's four one-step simplifications, from their own fits where the search had one
+    assert set(got) == {
+        ("one_mass", "coulomb", "viscous", "gravity"), ("two_mass", "viscous"),
+        ("one_mass", "viscous", "gravity"), ("one_mass", "coulomb", "gravity"),
+        ("one_mass", "coulomb", "viscous")}  # fmt: skip
+    assert got[("one_mass", "coulomb", "viscous")] == {"J1": 3, "M_C": 3, "f_v": 3}
+    assert got[("one_mass", "viscous", "gravity")] == {"J1": 1, "f_v": 1, "M_G": 0}
+    order = [sp.structure for _, sp in jobs]
+    assert all(sp.refine for _, sp in jobs) and order == sorted(order)
+    assert all(k == finalists.key(sp.structure) for k, sp in jobs)
+    done = {("two_mass", "viscous"), ("one_mass", "coulomb", "viscous")}
+    again = {sp.structure for _, sp in finalists.candidates(best, evals, s, done, top=2)}
+    assert again == set(got) - done
+
+
+def test_final_settings_continue_without_screening_in_the_search_time_limit():
+    s = GPSettings(identification=IdentificationSettings(time_limit_s=77.0))
+    ident = finalists.final_settings(s).identification
+    assert ident.screen_nfev == 0 and ident.ladder_seed and ident.backlash_smoothing
+    assert ident.max_nfev == 100 and ident.time_limit_s == 77.0
+
+
+def test_final_stage_moves_a_search_that_ended_richer_to_the_truth(recording):
+    # one generation of four without a local search ends at {1,5,6,8}; the final stage
+    # identifies it again with its simpler neighbours and moves to the truth {1,5,6}, on any
+    # backend the same; off (the default) the search is what it was
+    kwargs = dict(population=4, generations=1, seed=0, polish_rounds=0, **SMALL)
+    plain = StructureSearch(**kwargs).fit(recording)
+    assert plain.best_structure_ == ["one_mass", "coulomb", "viscous", "gravity"]
+    assert plain.final_.empty
+    final = StructureSearch(final_top=2, **kwargs).fit(recording)
+    assert final.best_structure_ == TRUTH
+    chosen = final.final_[final.final_["chosen"]]
+    assert chosen["codes"].tolist() == ["1,5,6"]
+    assert final.best_fitness_ == pytest.approx(chosen["fitness"].max())
+    assert final.best_fitness_ > plain.best_fitness_
+    assert final.n_evaluations_ == plain.n_evaluations_ + len(final.final_)
+    # the stage's fits replace the search's where fitter: the evidence's rivals use them
+    assert truth_in_search(final, TRUTH).fitness == final.best_fitness_
+    other = StructureSearch(final_top=2, map_batches=_map_reversed, **kwargs).fit(recording)
+    assert other.best_parameters_ == final.best_parameters_
+    assert other.final_.equals(final.final_.assign(wall_s=other.final_["wall_s"]))
+
+
+def test_the_data_preset_has_the_final_stage_and_the_paper_has_not():
+    gp = data_settings(estimate_scales(reference_recording()), position=False)
+    assert gp.final_top == 3 and GPSettings().final_top == 0
+    assert paper_settings(gp).final_top == 0
+
+
+@pytest.mark.parametrize("field", ["final_top", "final_rounds"])
+def test_final_stage_settings_refuse_negative_values(field):
+    with pytest.raises(InputError, match=field):
+        GPSettings(**{field: -1})
