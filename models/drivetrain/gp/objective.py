@@ -83,6 +83,9 @@ class Objective:
                 / float(np.sqrt(np.sum((q_fit - q_fit.mean()) ** 2)) + 1e-300)
             )
         self.nfev = 0
+        #: the least count a start takes (a smoothed backlash stage's resolved count, set by
+        #: ``gp.continuation``; 1: the step-size rule alone)
+        self.min_substeps = 1
         self.best_cost = np.inf
         self.best_z = self.normalised(start)
 
@@ -120,7 +123,7 @@ class Objective:
     def stable_substeps(self, z: np.ndarray) -> int:
         """The step-size rule's substep count at the point ``z`` (a `LimitError` beyond the
         machine's limit)."""
-        return substeps(self.sim.model, self.dt, 1, self.parameters(z))
+        return max(self.min_substeps, substeps(self.sim.model, self.dt, 1, self.parameters(z)))
 
     def raw_residual(self, z: np.ndarray, sim: CompiledSimulator) -> np.ndarray:
         """The residual at ``z`` simulated with ``sim`` (not counted, no best point kept)."""
