@@ -5,6 +5,7 @@ shutdown from an exit hook, after pytest has closed the captured streams."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -21,3 +22,19 @@ os.environ.setdefault("GREYLAB_SERVER_IDLE", "0")
 # temporary GREYLAB_HOME would outlive the test by its idle time; its own tests
 # (tests/flows/test_warm_cli.py) enable it and stop what they start.
 os.environ.setdefault("GREYLAB_WARM", "0")
+
+
+#: markers of the long tests (`make test-fast` leaves them out)
+_LONG = ("slow", "integration", "browser")
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    """The modules holding long tests run first, each module's tests together and in their
+    order (a module-scoped fixture is set up once per worker). pytest-xdist hands tests out in
+    this order, so at the end both workers run short tests and finish together instead of one
+    waiting for the other's last 2-minute search (the longest-first rule)."""
+    long_modules = {
+        item.nodeid.split("::")[0] for item in items
+        if any(item.get_closest_marker(name) for name in _LONG)
+    }  # fmt: skip
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in long_modules)
