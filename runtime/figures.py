@@ -40,6 +40,10 @@ from typing import Any
 
 MIN_GRACE_S = 10.0  # the least a child is waited for after this process drew its share
 MAX_JOBS = 255  # job numbers travel as one byte each
+#: an early child's priority below this process: on a busy machine the study goes first (the
+#: figures it has not drawn by the answer are taken over by this process), on an idle core the
+#: child runs as fast as without
+EARLY_NICE = 10
 #: ``0`` (or off, false, no): every figure is drawn by the process that logs it, no child
 CHILD_ENV = "GREYLAB_FIGURE_CHILD"
 
@@ -158,7 +162,7 @@ def draw_early(jobs: Sequence[Any]) -> None:
             _early = None
         figures = _undrawn(jobs)
         if _early is None and figures:
-            _early = _fork(figures)
+            _early = _fork(figures, nice=EARLY_NICE)
             if _early is not None and not _atexit_registered:
                 _register_atexit()
     except Exception:
@@ -221,8 +225,9 @@ def _undrawn(jobs: Sequence[Any]) -> list[FigureJob]:
     return [j for j in figures if not j.taken][:MAX_JOBS]  # any more draw when they run
 
 
-def _fork(figures: list[FigureJob]) -> _Child | None:
-    """A child drawing `figures` (taking their numbers one at a time from a pipe), or None."""
+def _fork(figures: list[FigureJob], nice: int = 0) -> _Child | None:
+    """A child drawing `figures` (taking their numbers one at a time from a pipe), at `nice`
+    below this process's priority, or None."""
     folder = tempfile.TemporaryDirectory(prefix="greylab-figures-")
     numbers, feed = os.pipe()
     os.write(feed, bytes(range(len(figures))))
@@ -239,6 +244,8 @@ def _fork(figures: list[FigureJob]) -> _Child | None:
     if pid == 0:  # the child: draw, hand back, leave without running anything of the parent
         code = 1
         try:
+            if nice:
+                os.nice(nice)
             drawn = {i: _try(figures[i].render) for i in _taken(numbers)}
             out = Path(folder.name) / "pixels.pickle"
             part = out.with_suffix(".part")

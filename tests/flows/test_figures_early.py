@@ -59,10 +59,18 @@ def _defer(k: int, logged: dict[int, Any], built_in: list[int], pause: float = 0
 
 @two_cores
 def test_a_queued_figure_is_drawn_by_a_child_while_the_command_works(
-    queue: dict[int, Any],
+    queue: dict[int, Any], tmp_path: Path
 ) -> None:
     built_here: list[int] = []
     _defer(0, queue, built_here, pause=0.3)
+    niceness, parent = tmp_path / "nice", os.getpid()
+
+    def probe() -> Any:  # a figure that tells the niceness of the process that builds it
+        if os.getpid() != parent:
+            niceness.write_text(str(os.nice(0)))
+        return _builder(5)()
+
+    deferred.defer(FigureJob(probe, lambda drawn: queue.__setitem__(5, drawn)), "figures")
     child = figures._early
     assert child is not None and child.pid != os.getpid()  # forked at once
     _work_until_done(child)
@@ -72,6 +80,9 @@ def test_a_queued_figure_is_drawn_by_a_child_while_the_command_works(
     _work_until_done(figures._early)  # else this process takes figure 1 itself, as it should
     assert deferred.run_deferred() == []
     assert built_here == []  # neither figure was built in this process
+    # an early child yields to the study on a busy machine (the probe was drawn by a child)
+    assert isinstance(queue[5], Pixels)
+    assert int(niceness.read_text()) == os.nice(0) + figures.EARLY_NICE
     for k in (0, 1):
         here = draw(_builder(k)())
         assert isinstance(queue[k], Pixels)
