@@ -39,6 +39,9 @@ from pathlib import Path
 from typing import Any
 
 MIN_GRACE_S = 10.0  # the least a child is waited for after this process drew its share
+#: the least an early child is waited for after the answer (it draws at most one figure then:
+#: a child starved on a busy machine is not waited for longer than drawing here would take)
+EARLY_GRACE_S = 1.0
 MAX_JOBS = 255  # job numbers travel as one byte each
 #: an early child's priority below this process: on a busy machine the study goes first (the
 #: figures it has not drawn by the answer are taken over by this process), on an idle core the
@@ -209,10 +212,13 @@ def prerender(jobs: Sequence[Any]) -> int:
         for each in (child, early):  # their queues are shared: this process takes jobs too
             if each is not None:
                 each.help()
-        grace = max(MIN_GRACE_S, 2.0 * (time.monotonic() - started))
-        for each in (early, child):
-            if each is not None:
-                each.collect(time.monotonic() + grace)
+        took = time.monotonic() - started
+        if early is not None:  # it draws at most the one figure it took last, at low priority
+            mine = [*(child.figures if child else ()), *early.figures]  # no child's pixels yet
+            here = sum(j.pixels is not None for j in mine)
+            early.collect(time.monotonic() + max(EARLY_GRACE_S, 2.0 * took / max(here, 1)))
+        if child is not None:  # its share takes about as long as ours: far slower is stuck
+            child.collect(time.monotonic() + max(MIN_GRACE_S, 2.0 * took))
     finally:
         for each in (early, child):
             if each is not None and each.status is None:
