@@ -18,8 +18,9 @@ ones the figure would have given drawn here (the same code on a copy of the same
 A child only builds and draws (matplotlib and numpy, no tracking, no logging) and leaves with
 `os._exit`, so nothing of the parent (its servers, exit handlers, open runs) runs twice. Any
 trouble with a child (no `fork`, one core, a failure, not done within twice this process's
-own drawing time and at least `MIN_GRACE_S`) costs only time: the jobs it did not hand back
-draw here, as without it. The fork happens while other threads of this process may run (Prefect's);
+own drawing time and at least `MIN_GRACE_S`; an early child, which runs at `EARLY_NICE` and
+draws at most one figure after the answer: twice this process's time per figure, at least
+`EARLY_GRACE_S`) costs only time: the jobs it did not hand back draw here, as without it. The fork happens while other threads of this process may run (Prefect's);
 a child needs none of their locks (the logging and import locks are reset by Python at fork).
 `GREYLAB_FIGURE_CHILD=0` turns the children off.
 """
