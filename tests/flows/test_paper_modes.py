@@ -175,9 +175,9 @@ def test_a_paper_search_runs_the_papers_six_by_twenty(
 
     data = tmp_path / "ref.csv"  # a short record keeps the 120 identifications cheap
     reference_recording(["one_mass", "viscous", "coulomb"], duration=0.3).to_csv(data, index=False)
-    # no rival table: the search's shape is checked, not its evidence (tests/flows/test_drive_fit.py)
-    study = DriveSearch(paper=True, data=str(data), preset=DrivePreset.reference,
-                        register_model=False, rivals=False)  # fmt: skip
+    study = DriveSearch(
+        paper=True, data=str(data), preset=DrivePreset.reference, register_model=False
+    )
     result = run_drive_search(study, runner="thread")
     assert result.settings == paper_settings().to_dict() and result.generations == 20
     assert [h["generation"] for h in result.history] == list(range(20))
