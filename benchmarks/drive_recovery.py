@@ -247,11 +247,8 @@ def search_one(i: int, m, rec, args) -> dict:
     row = {"machine": i, "kind": m.kind, "found": "+".join(s.best_structure_),
            "relation": relation(s.best_structure_, m.structure), "wall_s": time.perf_counter() - t0,
            "fitness": s.best_fitness_, "rss": s.best_rss_, "d": s.best_evaluation_.n_params}  # fmt: skip
-    inner = truth_in_search(s, m.structure)
-    row["truth_in_search"] = None
-    if inner is not None:
-        row["truth_in_search"] = {"fitness": inner.fitness, "rss": inner.rss,
-                                  "refined": inner.refined}  # fmt: skip
+    t = truth_in_search(s, m.structure)
+    row["truth_in_search"] = t and {"fitness": t.fitness, "rss": t.rss, "refined": t.refined}
     if row["relation"] == "same":
         row |= interval_check(m.structure, m.params, s.best_parameters_, rec, gp,
                               s.best_evaluation_.n_sub)  # fmt: skip
