@@ -151,7 +151,7 @@ def single_one(i: int, rng: np.random.Generator, noise: float) -> dict:
     row |= interval_check(m.structure, m.params, ev.parameters, rec, gp, ev.n_sub)
     if ratio > REACHED:
         kind = "truth outside the data's box" if misses else "stalled fit (truth inside box)"
-        if not misses and truth_rss(m.structure, m.params, rec, gp, ev.n_sub) <= ev.rss_train:
+        if not misses and truth_rss(m.structure, m.params, rec, gp, ev.n_sub) >= ev.rss_train:
             kind = "the truth no better in the fit's model (its friction gain, substeps)"
         row["failure"] = kind
     elif row["ident"] > PARAM_TOL:
