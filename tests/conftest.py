@@ -5,7 +5,11 @@ shutdown from an exit hook, after pytest has closed the captured streams."""
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterator
 from typing import Any
+
+import pytest
 
 os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "CRITICAL")
 os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -38,3 +42,31 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
         if any(item.get_closest_marker(name) for name in _LONG)
     }  # fmt: skip
     items.sort(key=lambda item: item.nodeid.split("::")[0] not in long_modules)
+
+
+#: where a command run in-process keeps the plugin references it allowed for the rest of the
+#: process (`--models mod:attr`, `--system mod:attr`), and their environment variables
+_ALLOWANCES = {"models.registry": "GREYLAB_ALLOWED_MODELS",
+               "models.underactuated.plugins": "GREYLAB_ALLOWED_SYSTEMS"}  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _plugin_allowances_end_with_the_test() -> Iterator[None]:
+    """A plugin one test allowed is not allowed in the next test of the same worker (a form
+    test listing the allowed models saw `springmod:spring` of a press cache test run before
+    it): the session sets and variables as they were before the test."""
+    sets = {
+        name: set(getattr(sys.modules.get(name), "_SESSION_ALLOWED", ())) for name in _ALLOWANCES
+    }
+    env = {var: os.environ.get(var) for var in _ALLOWANCES.values()}
+    yield
+    for name, kept in sets.items():
+        session = getattr(sys.modules.get(name), "_SESSION_ALLOWED", None)
+        if isinstance(session, set):
+            session.clear()
+            session.update(kept)
+    for var, value in env.items():
+        if value is None:
+            os.environ.pop(var, None)
+        else:
+            os.environ[var] = value
