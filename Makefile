@@ -62,6 +62,7 @@ bench: install
 	PYTHONPATH=. $(BIN)/python benchmarks/drive_jit.py --repeats 3
 	PYTHONPATH=. $(BIN)/python benchmarks/sqlite_journal.py --repeats 3
 	PYTHONPATH=. $(BIN)/python benchmarks/cli_overhead.py --repeats 1
+	PYTHONPATH=. $(BIN)/python benchmarks/cli_figures.py --repeats 3
 	PYTHONPATH=. $(BIN)/python benchmarks/dask_scaling.py --repeats 1
 	PYTHONPATH=. $(BIN)/python benchmarks/drive_timeline.py --repeats 3
 	PYTHONPATH=. $(BIN)/python benchmarks/drive_timeline.py --refine-at-once off --breed-ahead 0 --repeats 3

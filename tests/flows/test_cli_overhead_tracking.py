@@ -119,8 +119,15 @@ def test_a_param_logged_again_with_another_value_is_still_refused(
     assert tracker.client.get_run(run_id).data.params == {"a": "1"}
 
 
-def test_a_figure_given_as_a_builder_is_built_after_the_answer() -> None:
-    from runtime import deferred
+def test_a_figure_given_as_a_builder_is_built_after_the_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """In this process: before the answer nothing is built here. (With a second core a forked
+    child may draw it meanwhile: tests/flows/test_figures_early.py; here it is off, so the
+    builder runs here, after the answer.)"""
+    from runtime import deferred, figures
+
+    monkeypatch.setenv(figures.CHILD_ENV, "0")
     from tracking.memory import InMemoryTracker
     from tracking.recorder import Run
 
