@@ -65,6 +65,28 @@ def simulation_cost(model: StateSpace, n_samples: int, dt: float, n_sub: int) ->
     return SimulationCost(n_samples, n_sub, model.x.size1(), model.p.size1(), taps)
 
 
+def _what(model: StateSpace) -> str:
+    return f"drive model {[k.value for k in model.structure]}"
+
+
+def check_limits(
+    model: StateSpace,
+    n_samples: int,
+    dt: float,
+    n_sub: int,
+    rho: float,
+    at: np.ndarray | Mapping | None,
+) -> None:
+    """The machine's sample and work limits (`models.budget`) for a simulator of `model` with
+    `n_sub` substeps (`rho`: the step-size rule's stiffness there, named when it set them);
+    checked for every simulator asked for, built or taken from the cache."""
+    what = _what(model)
+    budget.check_samples(n_samples, what)
+    cost = simulation_cost(model, n_samples, dt, n_sub)
+    budget.check_cost(cost, f"{what} at sample time {dt:g} s",
+                      stiffness_reason(model, dt, rho, at) if n_sub > 1 else "")  # fmt: skip
+
+
 @dataclass(frozen=True, eq=False)
 class CompiledSimulator:
     """Whole-record simulator for one structure and grid.
@@ -186,15 +208,12 @@ def compile_simulator(
         raise InputError(f"a record needs at least 2 samples, got {n_samples}")
     if not (dt > 0 and math.isfinite(dt)):
         raise InputError(f"sample time must be finite and > 0, got {dt!r}")
-    what = f"drive model {[k.value for k in model.structure]}"
-    budget.check_samples(n_samples, what)
+    budget.check_samples(n_samples, _what(model))
     if n_sub is None:
         n_sub, rho = rule_substeps(model, dt, min_substeps, at)
     else:
         n_sub, rho = explicit_substeps(model, dt, n_sub, min_substeps, at)
-    cost = simulation_cost(model, n_samples, dt, n_sub)
-    budget.check_cost(cost, f"{what} at sample time {dt:g} s",
-                      stiffness_reason(model, dt, rho, at) if n_sub > 1 else "")  # fmt: skip
+    check_limits(model, n_samples, dt, n_sub, rho, at)
     nx, n_p = model.x.size1(), model.p.size1()
     has_delay = Submodel.DELAY in model.structure
     step, aug = _sample_step(model, n_sub, dt, has_delay)
@@ -307,13 +326,15 @@ def get_simulator(
     model = cached_model(structure, f_tanh=f_tanh, nominals=nominals, bounds=bounds,
                          backlash_smoothing=backlash_smoothing)  # fmt: skip
     if n_sub is None:
-        n = rule_substeps(model, dt, min_substeps, at)[0]
+        n, rho = rule_substeps(model, dt, min_substeps, at)
     else:
-        n = explicit_substeps(model, dt, n_sub, min_substeps, at)[0]
+        n, rho = explicit_substeps(model, dt, n_sub, min_substeps, at)
     key = (tuple(k.value for k in model.structure), int(n_samples), float(dt), float(f_tanh),
            _freeze(nominals), _freeze(bounds), n, bool(jit), jit_opt,
            model.backlash_smoothing)  # fmt: skip
     sim = _CACHE.get(key)
+    if sim is not None:  # built under the limits then: they may have changed since
+        check_limits(model, n_samples, dt, n, rho, at)
     requests = _REQUESTS[key] = _REQUESTS.get(key, 0) + 1
     if sim is None or (jit and not sim.native and requests == max(2, jit_after)):
         sim = compile_simulator(model, n_samples, dt, n_sub=n, at=at, jit=jit,

@@ -146,6 +146,26 @@ def test_the_cost_estimate_and_the_work_limit(monkeypatch) -> None:
         get_simulator(["two_mass", "viscous"], 2001, 1e-3)
 
 
+def test_a_cached_simulator_is_checked_against_the_limits_too(monkeypatch) -> None:
+    """The limits hold for every simulator asked for: one built before (by another test or an
+    earlier search in this process, under other limits) is refused as a new one would be."""
+    from models.drivetrain import get_simulator
+
+    monkeypatch.delenv(budget.MAX_WORK, raising=False)
+    monkeypatch.delenv(budget.MAX_SAMPLES, raising=False)
+    built = get_simulator(["one_mass", "viscous"], 301, 1e-3)
+    assert get_simulator(["one_mass", "viscous"], 301, 1e-3) is built  # from the cache
+    monkeypatch.setenv(budget.MAX_WORK, "100")
+    with pytest.raises(
+        budget.LimitError, match=r"exceeds the limit of 100 .*GREYLAB_MAX_DRIVE_WORK"
+    ):
+        get_simulator(["one_mass", "viscous"], 301, 1e-3)
+    monkeypatch.delenv(budget.MAX_WORK)
+    monkeypatch.setenv(budget.MAX_SAMPLES, "100")
+    with pytest.raises(budget.LimitError, match=r"301 samples exceed the limit of 100"):
+        get_simulator(["one_mass", "viscous"], 301, 1e-3)
+
+
 def test_the_default_sample_limit_refuses_the_issues_validate(monkeypatch) -> None:
     """1.999M samples peaked at 17 GB in `drive validate`; the default refuses them by the
     estimate, and the variable raises the limit."""
