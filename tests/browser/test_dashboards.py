@@ -121,15 +121,18 @@ def _refused(page: Any, field_input: Any, typed: str, expected: str, shot: str) 
     a number input) and submit: the form stays open and says why (`expected`); then the
     field gets its default back."""
     kept = typed if typed.isdigit() else ""  # Chromium keeps no letters in a number input
-    for _ in range(3):  # a re-render of the form (its last check) may eat keys: type again
+    # a re-render of the form (its last check) may eat keys or reset the field: type again,
+    # as a user would (3 tries were not enough once in a full run at load 2-4: '0' was left)
+    for _ in range(6):
         field_input.click()
         field_input.press("Control+a")
         field_input.press("Backspace")
         page.keyboard.type(typed)
         field_input.press("Tab")  # the form takes the value on change, as a user moving on
+        page.wait_for_timeout(300)  # a re-render due now happens before the value is read
         if field_input.input_value() == kept:
             break
-        page.wait_for_timeout(500)
+        page.wait_for_timeout(1000)
     assert field_input.input_value() == kept
     # The form validates through the server before it submits; a click that lands while an
     # earlier validation is still in flight is dropped by the UI (seen once on a loaded CI
