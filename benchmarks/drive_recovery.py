@@ -230,11 +230,11 @@ def run_single(args, bench: Bench) -> None:
 
 def search_one(i: int, m, rec, args) -> dict:
     """One machine's search (``--population`` x ``--generations``, ``--workers`` processes):
-    the structure found, its relation to the truth (``gp.diagnosis``), the truth's evaluation
+    the structure found, its relation to the truth (``benchmarks._search_diagnosis``), the truth's evaluation
     inside the search and, with ``--diagnose``, the truth fitted alone (``single``'s fit)."""
+    from benchmarks._search_diagnosis import relation, truth_in_search
     from benchmarks.drive_search import ProcessMap
     from models.drivetrain.gp import StructureSearch
-    from models.drivetrain.gp.diagnosis import relation, truth_in_search
 
     gp = data_settings(estimate_scales(rec), position=True, wide=WIDE,
                        population=args.population, generations=args.generations)  # fmt: skip

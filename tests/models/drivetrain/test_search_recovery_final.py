@@ -1,14 +1,14 @@
 """The search's final stage (issue 26, ``GPSettings.final_top``, ``gp.finalists``) and the
-recovery benchmark's diagnosis of a missed structure (``gp.diagnosis``)."""
+recovery benchmark's diagnosis of a missed structure (``benchmarks._search_diagnosis``)."""
 
 from __future__ import annotations
 
 import pytest
 
+from benchmarks._search_diagnosis import relation, truth_in_search
 from methods.errors import InputError
 from models.drivetrain.excitation import reference_recording
 from models.drivetrain.gp import finalists
-from models.drivetrain.gp.diagnosis import relation, truth_in_search
 from models.drivetrain.gp.evaluate import Evaluation
 from models.drivetrain.gp.presets import data_settings, paper_settings
 from models.drivetrain.gp.search import StructureSearch

@@ -1,5 +1,5 @@
 """Why a search missed a known structure (issue 26's recovery benchmark, ``drive_recovery
-search``): how the structure it found relates to the truth, and what the search knew of the
+search``; a benchmark helper, not product code): how the structure it found relates to the truth, and what the search knew of the
 truth (whether it was identified, refined, and how fit).
 
 ``relation(found, truth)``: ``same``; ``richer`` (the found structure holds every submodel of
