@@ -18,6 +18,17 @@ When that moved, the new best's simpler neighbours are identified likewise, at m
 structure where it is fitter (the evidence's rival table then uses it). Every fit is a row of
 ``StructureSearch.final_`` (``chosen``: the best after the stage).
 
+The choice by the data's evidence (``GPSettings.final_alpha`` > 0, the ``data`` preset's 0.01;
+``models.drivetrain.gp.selection``): after each round the fitness's answer moves to a richer
+structure while one fits significantly better (F-test on the fitness RSS with the prefilter's
+and the residual's effective sample count, Bonferroni over the richer candidates), among the
+fittest refined fit of every structure the search and the stage made. So that the richer
+structures the rule may move to are fitted as well as the answer, each round also identifies
+again the ``RICHER`` richer structures (refined or only screened in the search) with the
+lowest p against the current answer. The next round's simpler neighbours and richer
+candidates are those of the answer the rule chose. ``StructureSearch.selection_`` records the
+count, the level and the moves.
+
 Deterministic for a seed: the candidates are ordered, each identification is seeded by its
 spec (``evaluate.spec_seed``), and the fits run on the search's own task runner.
 """
@@ -30,11 +41,15 @@ from typing import Any
 
 import pandas as pd
 
+from models.drivetrain.gp import selection
 from models.drivetrain.gp.evaluate import Evaluation, IndividualSpec
 from models.drivetrain.gp.operators import from_structure, simplifications
 from models.drivetrain.gp.settings import GPSettings
 
 KEY = "final|"  # the stage's cache keys: this prefix and the structure
+#: richer structures identified again per round for the evidence's choice (each a full fit
+#: with continuations; a four-mass one costs 100-400 s on 2 shared cores, hence few)
+RICHER = 2
 
 
 def final_settings(settings: GPSettings) -> GPSettings:
@@ -97,18 +112,44 @@ def rows(evaluations: list[Evaluation], round_: int) -> list[dict]:
              "chosen": False} for ev in evaluations]  # fmt: skip
 
 
+def richer_jobs(
+    answer: Evaluation, evaluations: list[Evaluation], n_eff: float, done: set[tuple[str, ...]],
+    n: int = RICHER,
+) -> list[tuple[str, IndividualSpec]]:  # fmt: skip
+    """The stage's jobs for the evidence's choice: the ``n`` structures richer than ``answer``
+    (refined or only screened, none in ``done``) with the lowest p against it (then the lowest
+    RSS), each from its own fittest parameters."""
+    best: dict[tuple[str, ...], Evaluation] = {}
+    for ev in evaluations:
+        if ev.structure not in best or ev.fitness > best[ev.structure].fitness:
+            best[ev.structure] = ev
+    richer = [ev for s, ev in best.items()
+              if s not in done and ev.n_params > answer.n_params and s != answer.structure]  # fmt: skip
+    richer.sort(key=lambda ev: (selection.p_value(answer, ev, n_eff), ev.rss, ev.structure))
+    return [(key(ev.structure), _spec(ev.structure, ev.parameters)) for ev in richer[:n]]
+
+
 def run(
-    best: Evaluation, cache: dict[str, Evaluation], settings: GPSettings, dispatch: Any
-) -> tuple[Evaluation, pd.DataFrame]:
+    best: Evaluation, cache: dict[str, Evaluation], settings: GPSettings, dispatch: Any,
+    n_eff: float = 0.0,
+) -> tuple[Evaluation, pd.DataFrame, list[selection.Step]]:  # fmt: skip
     """The stage (module docstring) from the search's ``best`` and its structure ``cache``
     (a fitter fit of the stage replaces the search's there); ``dispatch``: a
     ``gp.dispatch.Dispatcher`` with :func:`final_settings` and an empty cache of its own (None:
-    the stage is off). Returns the best and the rows of ``StructureSearch.final_``."""
-    out, table = best, []
+    the stage is off); ``n_eff``: the effective sample count of the evidence's choice (0: the
+    fitness alone, as with ``final_alpha`` 0). Returns the answer, the rows of
+    ``StructureSearch.final_`` and the evidence's moves (``selection.Step``)."""
+    alpha = settings.final_alpha if n_eff > 0 else 0.0
+    fittest, out, table, steps = best, best, [], []
     done: set[tuple[str, ...]] = set()
     for r in range(max(1, settings.final_rounds) if dispatch is not None else 0):
         top = settings.final_top if r == 0 else 0
         jobs = candidates(out, list(cache.values()), settings, done, top)
+        if alpha > 0:
+            queued = {k for k, _ in jobs}
+            jobs += [j for j in richer_jobs(out, list(cache.values()), n_eff, done)
+                     if j[0] not in queued]  # fmt: skip
+            jobs.sort(key=lambda j: j[1].structure)
         if not jobs:
             break
         dispatch.run(jobs)
@@ -119,11 +160,17 @@ def run(
             k = json.dumps(list(ev.structure))
             if k not in cache or ev.fitness > cache[k].fitness:
                 cache[k] = ev
-        fittest = max(evals, key=lambda ev: (ev.fitness, ev.structure))
-        if not fittest.fitness > out.fitness:
+        before = out.structure
+        top_fit = max(evals, key=lambda ev: (ev.fitness, ev.structure))
+        if top_fit.fitness > fittest.fitness:
+            fittest = top_fit
+        fits = selection.best_fits(list(cache.values()))
+        fittest = next((ev for ev in fits if ev.structure == fittest.structure), fittest)
+        out, moves = selection.choose(fittest, fits, n_eff, alpha)
+        steps = moves
+        if out.structure == before:
             break
-        out = fittest
     frame = pd.DataFrame(table, columns=COLUMNS)
     if len(frame):
         frame["chosen"] = frame["names"] == ",".join(out.structure)
-    return out, frame
+    return out, frame, steps

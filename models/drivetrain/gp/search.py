@@ -55,7 +55,9 @@ from models.drivetrain.gp.evaluate import (
 )
 from models.drivetrain.gp.operators import from_structure, neighbours
 from models.drivetrain.gp.recording import RecordingFile, as_arrays, evaluate_stored
+from models.drivetrain.gp.selection import prefilter_count, residual_count
 from models.drivetrain.gp.settings import GPSettings
+from models.drivetrain.gp.signals import initial_velocity, split_index
 from models.drivetrain.gp.tree import Individual
 from models.drivetrain.kit import assemble
 from models.drivetrain.product import DriveModel
@@ -79,7 +81,9 @@ class StructureSearch:
     ``state_space_`` (JSON-able A, B, C, D at the identified values, f and g as strings),
     ``polish_`` (the local search after the last generation: one row per evaluated neighbour,
     ``chosen`` where it moved, see ``GPSettings.polish_rounds``),
-    ``best_output_`` (the best model's simulated velocity over the whole recording, from the
+    ``final_`` (the final stage's fits, ``GPSettings.final_top``) and ``selection_`` (its
+    choice by the data's evidence, ``GPSettings.final_alpha``: effective samples, level,
+    moves), ``best_output_`` (the best model's simulated velocity over the whole recording, from the
     measured initial velocity), ``model_`` (the best model as a product,
     ``models.drivetrain.product.DriveModel``), ``n_evaluations_``, ``resumed_from_``.
 
@@ -328,12 +332,31 @@ class StructureSearch:
 
     def _final(self, best: Evaluation, data: RecordingArrays) -> Evaluation:
         """The final stage (``GPSettings.final_top``, ``models.drivetrain.gp.finalists``) on
-        the search's task runner; ``final_``: its rows."""
+        the search's task runner, its answer by the data's evidence with ``final_alpha``
+        (``models.drivetrain.gp.selection``); ``final_``: its rows; ``selection_``: the
+        effective sample count, the level and the evidence's moves."""
         s = self.settings
         dispatch = self._dispatcher(data, finalists.final_settings(s), {}) if s.final_top else None
-        best, self.final_ = finalists.run(best, self._cache, s, dispatch)
+        n_eff = self._effective_count(best, data) if dispatch and s.final_alpha > 0 else 0.0
+        best, self.final_, steps = finalists.run(best, self._cache, s, dispatch, n_eff)
+        self.selection_ = {"n_eff": n_eff, "alpha": s.final_alpha if n_eff else 0.0,
+                           "moves": [st.to_dict() for st in steps]}  # fmt: skip
         self._n_final = dispatch.n_identifications if dispatch else 0
         return best
+
+    def _effective_count(self, best: Evaluation, data: RecordingArrays) -> float:
+        """The evidence's sample count on the fitness part (``selection``): the prefilter's
+        count, or fewer when ``best``'s raw velocity residual is coloured."""
+        s = self.settings
+        n_fit = split_index(data.n, s.test_fraction)
+        part = slice(n_fit, None) if n_fit < data.n else slice(0, None)
+        n = data.n - (n_fit if n_fit < data.n else 0)
+        count = prefilter_count(n, s.identification.prefilter_hz, data.dt)
+        q = data.q if s.identification.position_weight > 0 else None
+        y = simulate(best.structure, data.u, data.dt, best.parameters,
+                     y0=initial_velocity(data.y, q, data.dt), n_sub=best.n_sub,
+                     **s.kit_options())  # fmt: skip
+        return min(count, residual_count((y - data.y)[part], data.u[part]))
 
     def _finish(
         self, best: Evaluation, history: list, pop_rows: list, data: RecordingArrays

@@ -186,6 +186,12 @@ class GPSettings:
       becomes the best; when it moved, its simpler neighbours likewise, ``final_rounds`` rounds
       in all (``models.drivetrain.gp.finalists``): inside the search a multi-mass or backlash
       fit stalls and a richer structure makes up for it.
+    - ``final_alpha`` (issue 26; 0 = off: the fittest by eq. 19 is the answer; the ``data``
+      preset's 0.01; used only with ``final_top > 0``): the final stage's answer follows the
+      data's evidence: the fitness's answer moves to a richer structure while one fits
+      significantly better, an F-test on the fitness RSS at the family-wise level
+      ``final_alpha`` (Bonferroni over the richer candidates) with the effective sample count
+      of the prefiltered, possibly coloured residual (``models.drivetrain.gp.selection``).
     - ``init_max_nodes``: size of the random initial trees (uniform in 1..init_max_nodes);
       ``max_nodes`` bounds the growth by operators.
     """
@@ -215,6 +221,7 @@ class GPSettings:
     polish_rounds: int = 3
     final_top: int = 0
     final_rounds: int = 2
+    final_alpha: float = 0.0
     test_fraction: float = 0.0
     f_tanh: float = DEFAULT_F_TANH
     nominals: tuple[tuple[str, float], ...] = ()
@@ -247,6 +254,8 @@ class GPSettings:
                              "final_rounds must be >= 0")  # fmt: skip
         if self.breed_ahead < 0:
             raise InputError("breed_ahead must be >= 0")
+        if not 0.0 <= self.final_alpha < 1.0:
+            raise InputError(f"final_alpha must be in [0, 1), got {self.final_alpha!r}")
         kinds = [Submodel.parse(k) for k in self.allowed]
         if not any(k.n_masses for k in kinds):
             raise InputError("the allowed function set needs at least one multi-mass type")
