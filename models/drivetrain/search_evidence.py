@@ -1,18 +1,23 @@
 """The evidence for a fitted ``StructureSearch``'s answer (docs/methods.md §2.9): its best
 structure's intervals and residual tests, and the rival table of its one-step neighbours,
 reusing the fits the search already made (``models.drivetrain.structure_fit`` does the
-identifying and the evidence of one structure)."""
+identifying and the evidence of one structure). A search that chose its answer by the data's
+evidence (``GPSettings.final_alpha``) shows the rival table by that same rule on its fitness
+RSS (``evidence.search_rival_table``), so the table's preferred structure and the answer agree
+on the same fits."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
 
-from models.drivetrain.evidence import Evidence
+from models.drivetrain.evidence import Evidence, search_rival_table
 from models.drivetrain.gp.dispatch import MapBatches
 from models.drivetrain.gp.evaluate import Evaluation
 from models.drivetrain.gp.recording import RecordingFile, as_arrays
+from models.drivetrain.gp.signals import split_index
 from models.drivetrain.structure_fit import identify_rivals, rival_specs, structure_evidence
 from models.drivetrain.submodels import parse_structure
 
@@ -42,9 +47,38 @@ def search_evidence(
     found = dict((ev.structure, ev) for ev, _ in identify_rivals(
         todo, data, search.settings, search.seed, map_batches, n_batches, stored))  # fmt: skip
     found |= {k: v for k, v in done.items() if k in relation}
-    return structure_evidence(search.best_structure_, search.best_parameters_, data,
-                              search.settings, [(found[k], rel) for k, rel in relation.items()],
-                              n_sub=_n_sub(search))  # fmt: skip
+    rows = [(found[k], rel) for k, rel in relation.items()]
+    evidence = structure_evidence(search.best_structure_, search.best_parameters_, data,
+                                  search.settings, rows, n_sub=_n_sub(search))  # fmt: skip
+    return _by_the_search_rule(search, evidence, rows, data.n)
+
+
+def _by_the_search_rule(
+    search: Any, evidence: Evidence, rows: list[tuple[Evaluation, str]], n_data: int
+) -> Evidence:
+    """``evidence`` with the rival table judged by the rule the search chose its answer by
+    (``GPSettings.final_alpha``, ``gp.selection``) on the search's fitness RSS, when it chose
+    so (else as it is): the table and the answer then agree on the same fits. The velocity
+    error's BIC verdict stays a note when it differs."""
+    chosen = getattr(search, "selection_", None) or {}
+    if not chosen.get("alpha") or evidence.rivals is None:
+        return evidence
+    s = search.settings
+    n_fit = split_index(n_data, s.test_fraction)
+    n, part = ((n_data - n_fit, "held-out tail") if n_fit < n_data
+               else (n_data, "whole record"))  # fmt: skip
+    best = (tuple(search.best_codes_), tuple(search.best_structure_), float(search.best_rss_),
+            int(search.best_evaluation_.n_params))  # fmt: skip
+    rivals = [(ev.codes, ev.structure, ev.rss, ev.n_params, rel) for ev, rel in rows]
+    table = search_rival_table(best, rivals, n, chosen["n_eff"], alpha=chosen["alpha"],
+                               m=int(chosen.get("m", 0)), part=part)  # fmt: skip
+    notes = list(evidence.notes)
+    raw = evidence.rivals
+    if raw.preferred != table.preferred:
+        pref = ",".join(map(str, raw.preferred))
+        notes.append(f"on the raw velocity error the BIC rule ({raw.rule}) would prefer "
+                     f"{{{pref}}}; the search chose by its own rule (the table)")  # fmt: skip
+    return replace(evidence, rivals=table, notes=tuple(notes))
 
 
 def _n_sub(search: Any) -> int | None:

@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from methods.errors import InputError
-from models.drivetrain.gp import finalists
+from models.drivetrain.gp import finalists, selection
 from models.drivetrain.gp.breeding import initial_population, offspring
 from models.drivetrain.gp.checkpoint import FILE as CHECKPOINT_FILE
 from models.drivetrain.gp.checkpoint import data_fingerprint, load_checkpoint, save_checkpoint
@@ -55,7 +55,6 @@ from models.drivetrain.gp.evaluate import (
 )
 from models.drivetrain.gp.operators import from_structure, neighbours
 from models.drivetrain.gp.recording import RecordingFile, as_arrays, evaluate_stored
-from models.drivetrain.gp.selection import prefilter_count, residual_count
 from models.drivetrain.gp.settings import GPSettings
 from models.drivetrain.gp.signals import initial_velocity, split_index
 from models.drivetrain.gp.tree import Individual
@@ -334,13 +333,16 @@ class StructureSearch:
         """The final stage (``GPSettings.final_top``, ``models.drivetrain.gp.finalists``) on
         the search's task runner, its answer by the data's evidence with ``final_alpha``
         (``models.drivetrain.gp.selection``); ``final_``: its rows; ``selection_``: the
-        effective sample count, the level and the evidence's moves."""
+        effective sample count, the level, the richer candidates the answer was tested
+        against (``m``) and the evidence's moves."""
         s = self.settings
         dispatch = self._dispatcher(data, finalists.final_settings(s), {}) if s.final_top else None
         n_eff = self._effective_count(best, data) if dispatch and s.final_alpha > 0 else 0.0
         best, self.final_, steps = finalists.run(best, self._cache, s, dispatch, n_eff)
+        richer = [ev for ev in selection.best_fits(list(self._cache.values()))
+                  if ev.n_params > best.n_params]  # fmt: skip
         self.selection_ = {"n_eff": n_eff, "alpha": s.final_alpha if n_eff else 0.0,
-                           "moves": [st.to_dict() for st in steps]}  # fmt: skip
+                           "m": len(richer), "moves": [st.to_dict() for st in steps]}  # fmt: skip
         self._n_final = dispatch.n_identifications if dispatch else 0
         return best
 
@@ -351,12 +353,12 @@ class StructureSearch:
         n_fit = split_index(data.n, s.test_fraction)
         part = slice(n_fit, None) if n_fit < data.n else slice(0, None)
         n = data.n - (n_fit if n_fit < data.n else 0)
-        count = prefilter_count(n, s.identification.prefilter_hz, data.dt)
+        count = selection.prefilter_count(n, s.identification.prefilter_hz, data.dt)
         q = data.q if s.identification.position_weight > 0 else None
         y = simulate(best.structure, data.u, data.dt, best.parameters,
                      y0=initial_velocity(data.y, q, data.dt), n_sub=best.n_sub,
                      **s.kit_options())  # fmt: skip
-        return min(count, residual_count((y - data.y)[part], data.u[part]))
+        return min(count, selection.residual_count((y - data.y)[part], data.u[part]))
 
     def _finish(
         self, best: Evaluation, history: list, pop_rows: list, data: RecordingArrays

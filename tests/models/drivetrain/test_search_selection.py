@@ -1,0 +1,195 @@
+"""The search's choice by the data's evidence (issue 26, ``GPSettings.final_alpha``,
+``models.drivetrain.gp.selection``): the effective sample count of the prefiltered RSS, the
+F-test rule (a richer structure wins only when it fits significantly better), the final stage
+that applies it, and the rival table a search shows (the same rule on the same fits)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from models.drivetrain.evidence import f_test, search_rival_table
+from models.drivetrain.excitation import reference_recording
+from models.drivetrain.gp import finalists, selection
+from models.drivetrain.gp.evaluate import Evaluation
+from models.drivetrain.gp.presets import data_settings, paper_settings
+from models.drivetrain.gp.search import StructureSearch
+from models.drivetrain.gp.settings import GPSettings, IdentificationSettings
+from models.drivetrain.gp.signals import lowpass
+from models.drivetrain.scales import estimate_scales
+from models.drivetrain.submodels import canonical
+
+N_EFF = 150.0  # 3 s at 1 kHz through the 25 Hz prefilter (N 2 f_c / f_s)
+
+
+def _ev(structure, rss, d, refined=True, k_p=2.0) -> Evaluation:
+    kinds = canonical(structure)
+    params = {f"p{i}": 1.0 for i in range(d)}
+    return Evaluation(tuple(k.value for k in kinds), tuple(k.code for k in kinds), params,
+                      rss, rss, 1.0 / (rss * (1.0 + k_p * d)), d, 1, 0.0, False,
+                      refined=refined)  # fmt: skip
+
+
+TWO = ["two_mass", "gravity"]  # d 5
+THREE = ["three_mass", "gravity"]  # d 8
+FOUR = ["four_mass", "gravity"]  # d 11
+
+
+def test_prefilter_count_is_the_bandwidth_share_and_the_chi_square_of_filtered_noise():
+    n, dt, fc = 3000, 1e-3, 25.0
+    count = selection.prefilter_count(n, fc, dt)
+    assert count == pytest.approx(n * 2 * fc * dt, rel=0.05)  # an ideal low-pass's share
+    assert selection.prefilter_count(n, 0.0, dt) == n  # no filter: every sample
+    assert selection.prefilter_count(n, 600.0, dt) == n  # at/above Nyquist: off
+    # the filtered noise's RSS is a scaled chi-square with about that many degrees of freedom
+    f, rng = lowpass(fc, dt), np.random.default_rng(1)
+    rss = np.array([np.sum(f(rng.standard_normal(n)) ** 2) for _ in range(600)])
+    dof = 2.0 * rss.mean() ** 2 / rss.var()
+    assert dof == pytest.approx(count, rel=0.2)
+    assert not dof == pytest.approx(n, rel=0.5)
+
+
+def test_the_f_test_on_the_effective_count_holds_its_level_on_prefiltered_noise():
+    # in-band regressors, two of them irrelevant: the richer fit is "significant" at 5 % about
+    # 5 % of the time with the prefilter's count, nearly always with the raw sample count
+    n, dt, fc = 1000, 1e-3, 25.0
+    t = np.arange(n) * dt
+    f = lowpass(fc, dt)
+    x = np.column_stack([np.sin(2 * np.pi * k * t) for k in (1, 3, 5, 7)] + [np.ones(n)])
+    fx = f(x)
+    count = selection.prefilter_count(n, fc, dt)
+    rng = np.random.default_rng(2)
+    hits_eff = hits_raw = 0
+    trials = 300
+    for _ in range(trials):
+        fy = f(x[:, [0, 4]] @ [1.0, 0.5] + 0.1 * rng.standard_normal(n))
+        rss = [float(np.sum((fy - fx[:, c] @ np.linalg.lstsq(fx[:, c], fy, rcond=None)[0]) ** 2))
+               for c in ([0, 4], [0, 1, 2, 4])]  # fmt: skip
+        hits_eff += f_test(rss[0], 2, rss[1], 4, count)[1] < 0.05
+        hits_raw += f_test(rss[0], 2, rss[1], 4, n)[1] < 0.05
+    assert hits_eff / trials < 0.10
+    assert hits_raw / trials > 0.5
+
+
+def test_a_richer_structure_wins_when_it_fits_significantly_better():
+    # recovery machine #3 (four_mass+gravity): the truth fits 16 % better than two masses;
+    # the paper's fitness keeps two masses, the evidence moves to four
+    two, four = _ev(TWO, 0.110, 5), _ev(FOUR, 0.092, 11)
+    assert two.fitness > four.fitness
+    chosen, steps = selection.choose(two, [two, four], N_EFF, 0.01)
+    assert chosen is four
+    assert [(s.before, s.after) for s in steps] == [(two.structure, four.structure)]
+    assert steps[0].p_value < steps[0].level == pytest.approx(0.01)
+
+
+def test_a_richer_structure_within_the_noise_does_not_win():
+    # machines #1 and #5: the richer truth changes the RSS by < 0.3 %
+    two, four = _ev(TWO, 0.110, 5), _ev(FOUR, 0.1097, 11)
+    assert selection.choose(two, [two, four], N_EFF, 0.01) == (two, [])
+    # nor a richer one that fits worse, nor one with as many parameters
+    assert selection.choose(two, [two, _ev(FOUR, 0.2, 11), _ev(THREE, 0.01, 5)], N_EFF,
+                            0.01)[0] is two  # fmt: skip
+    # the raw count would have called it significant: the count matters
+    assert selection.p_value(two, four, 3000) > 0.01
+    assert selection.p_value(two, _ev(FOUR, 0.105, 11), 3000) < 0.01
+    assert selection.p_value(two, _ev(FOUR, 0.105, 11), N_EFF) > 0.01
+
+
+def test_the_level_is_shared_over_the_richer_candidates_and_the_moves_repeat():
+    two = _ev(TWO, 0.110, 5)
+    marginal = _ev(THREE, 0.101, 8)  # p between 0.01 / 3 and 0.01
+    p = selection.p_value(two, marginal, N_EFF)
+    assert 0.01 / 3 < p < 0.01
+    assert selection.choose(two, [two, marginal], N_EFF, 0.01)[0] is marginal
+    others = [_ev(["two_mass", "gravity", k], 0.1099, 6) for k in ("delay", "viscous")]
+    assert selection.choose(two, [two, marginal, *others], N_EFF, 0.01)[0] is two
+    # from two to three masses, then on to four; the fewest parameters first
+    three, four = _ev(THREE, 0.080, 8), _ev(FOUR, 0.060, 11)
+    chosen, steps = selection.choose(two, [two, four, three], N_EFF, 0.01)
+    assert chosen is four and [s.after for s in steps] == [three.structure, four.structure]
+    assert selection.choose(two, [two, four, three], N_EFF, 0.0) == (two, [])
+
+
+class _FakeDispatch:
+    """A final stage's dispatcher that "identifies" each spec as given in ``fits``."""
+
+    def __init__(self, fits):
+        self.fits, self.cache, self.n_identifications, self.asked = fits, {}, 0, []
+
+    def run(self, jobs):
+        for k, spec in jobs:
+            self.asked.append(spec.structure)
+            self.cache[k] = self.fits[spec.structure]
+            self.n_identifications += 1
+
+
+def _stage(fits, search_fits, n_eff):
+    s = GPSettings(final_top=1, final_rounds=2, final_alpha=0.01,
+                   allowed=("one_mass", "two_mass", "three_mass", "four_mass", "gravity"))  # fmt: skip
+    cache = {json.dumps(list(ev.structure)): ev for ev in search_fits}
+    dispatch = _FakeDispatch(fits)
+    out, frame, steps = finalists.run(search_fits[0], cache, s, dispatch, n_eff)
+    return out, frame, steps, dispatch
+
+
+def test_the_final_stage_refits_richer_structures_and_moves_to_a_significant_one():
+    # the search ended at two masses (fittest by eq. 19), four masses only screened there,
+    # stalled; the stage refits it and it fits significantly better: it becomes the answer
+    search = [_ev(TWO, 0.110, 5), _ev(FOUR, 0.3, 11, refined=False), _ev(THREE, 0.2, 8)]
+    fits = {ev.structure: ev for ev in (_ev(TWO, 0.110, 5), _ev(["one_mass", "gravity"], 1.0, 2),
+                                        _ev(["two_mass"], 0.5, 4), _ev(THREE, 0.121, 8),
+                                        _ev(FOUR, 0.092, 11), _ev(["four_mass"], 0.5, 10),
+                                        _ev(["three_mass"], 0.5, 7))}  # fmt: skip
+    out, frame, steps, _ = _stage(fits, search, N_EFF)
+    assert out.structure == tuple(FOUR) and steps[-1].after == tuple(FOUR)
+    assert (frame["names"] == "four_mass,gravity").sum() == 1  # refitted, once
+    assert frame[frame["names"] == "four_mass,gravity"]["round"].tolist() == [0]
+    assert frame[frame["chosen"]]["names"].unique().tolist() == ["four_mass,gravity"]
+    # the same stage without the evidence (n_eff 0, as final_alpha 0): eq. 19 keeps two masses
+    out0, _, steps0, _ = _stage(fits, search, 0.0)
+    assert out0.structure == tuple(TWO) and steps0 == []
+    # nor does it move when the refit gains only noise
+    fits[tuple(FOUR)] = _ev(FOUR, 0.1095, 11)
+    assert _stage(fits, search, N_EFF)[0].structure == tuple(TWO)
+
+
+def test_the_reference_and_the_paper_do_not_choose_by_the_evidence():
+    gp = data_settings(estimate_scales(reference_recording()), position=False)
+    assert gp.final_alpha == 0.01 and gp.final_top == 3
+    assert GPSettings().final_alpha == 0.0 and GPSettings().final_top == 0
+    assert paper_settings(gp).final_alpha == 0.0 and paper_settings(gp).final_top == 0
+    with pytest.raises(Exception, match="final_alpha"):
+        GPSettings(final_alpha=1.5)
+
+
+def test_the_search_rival_table_agrees_with_the_rule():
+    best = ((2, 8), ("two_mass", "gravity"), 0.110, 5)
+    rows = [((1, 8), ("one_mass", "gravity"), 0.5, 2, "simpler"),
+            ((3, 8), ("three_mass", "gravity"), 0.092, 8, "richer"),
+            ((2, 8, 9), ("two_mass", "gravity", "delay"), 0.1099, 6, "richer")]  # fmt: skip
+    table = search_rival_table(best, rows, 3000, N_EFF, alpha=0.01, m=2)
+    assert table.preferred == (3, 8) and not table.agrees
+    rows[1] = ((3, 8), ("three_mass", "gravity"), 0.108, 8, "richer")
+    table = search_rival_table(best, rows, 3000, N_EFF, alpha=0.01, m=2)
+    assert table.agrees and "0.01" in table.rule
+    # the search's own count of richer candidates sets the level when it is the larger
+    marginal = ((3, 8), ("three_mass", "gravity"), 0.101, 8, "richer")
+    assert search_rival_table(best, [marginal], 3000, N_EFF, alpha=0.01, m=1).preferred == (3, 8)
+    assert search_rival_table(best, [marginal], 3000, N_EFF, alpha=0.01, m=5).agrees
+
+
+@pytest.mark.slow
+def test_a_search_with_the_evidence_shows_a_table_that_agrees_with_its_answer():
+    from models.drivetrain.search_evidence import search_evidence
+
+    rec = reference_recording(["one_mass", "viscous", "coulomb"], duration=0.6)
+    small = dict(allowed=("one_mass", "two_mass", "coulomb", "viscous", "gravity"),
+                 identification=IdentificationSettings(n_starts=1, max_nfev=15, jit=False))  # fmt: skip
+    search = StructureSearch(population=4, generations=1, seed=0, polish_rounds=0,
+                             final_top=2, final_alpha=0.01, **small).fit(rec)  # fmt: skip
+    assert search.selection_["alpha"] == 0.01 and search.selection_["n_eff"] > 0
+    ev = search_evidence(search, rec)
+    assert ev.rivals is not None and ev.rivals.agrees
+    assert "search's rule" in ev.rivals.rule
