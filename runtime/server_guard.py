@@ -113,19 +113,26 @@ def _prefect_sqlite() -> Path | None:
 
 
 def migrate_prefect_database() -> None:
-    """Create or upgrade Prefect's SQLite database under its lock (`prefect.db.lock`)."""
+    """Create or upgrade Prefect's SQLite database under its lock (`prefect.db.lock`); a new
+    one is copied from the template of this Prefect version (`runtime.store_templates`)."""
     import asyncio
 
     path = _prefect_sqlite()
     if path is None:
         return
-    from prefect.server.database import provide_database_interface
-
+    from runtime import store_templates
     from runtime.stores import store_lock
 
     path.parent.mkdir(parents=True, exist_ok=True)
     with store_lock(path):
+        new = store_templates.is_new(path)
+        if new and store_templates.seed(path, "prefect"):  # migrated by this Prefect version
+            return
+        from prefect.server.database import provide_database_interface
+
         asyncio.run(provide_database_interface().create_db())
+        if new:  # created just now, empty: the template for the next home
+            store_templates.save(path, "prefect")
 
 
 def _leave_working_folder() -> None:

@@ -28,6 +28,23 @@ NETWORK_FILESYSTEMS = frozenset(
 )
 
 
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def header_problem(header: bytes, size: int) -> str | None:
+    """What is wrong with a non-empty SQLite file of `size` bytes whose first 100 bytes are
+    `header` ("not a SQLite database", "truncated: ..."), None when it looks whole."""
+    if len(header) < 100 or not header.startswith(SQLITE_MAGIC):
+        return "not a SQLite database"
+    page = int.from_bytes(header[16:18], "big")
+    page = 65536 if page == 1 else page
+    pages = int.from_bytes(header[28:32], "big")
+    valid = pages > 0 and header[24:28] == header[92:96]
+    if valid and size < pages * page:
+        return f"truncated: {size} bytes, its header says {pages * page}"
+    return None
+
+
 def filesystem_type(path: Path, mounts: str | None = None) -> str | None:
     """The type of the filesystem holding `path` (the longest mount point above it in
     `mounts`, default ``/proc/self/mounts``); None when it cannot be told."""

@@ -32,6 +32,7 @@ import contextlib
 import fcntl
 import os
 import socket
+import sqlite3
 import tempfile
 import time
 from collections.abc import Iterator
@@ -39,11 +40,11 @@ from pathlib import Path
 from typing import Any
 
 from methods.errors import InputError
+from runtime import store_templates
 from runtime.settings import Settings
-from runtime.sqlite_journal import use_write_ahead_log
+from runtime.sqlite_journal import header_problem, use_write_ahead_log
 
 LOCK_TIMEOUT_S = 300.0
-SQLITE_MAGIC = b"SQLite format 3\x00"
 TAG_HOST = "greylab.host"
 TAG_PROCESS = "greylab.process"
 
@@ -105,16 +106,11 @@ def check_sqlite_file(path: Path, what: str, *, artifacts: Path | None = None) -
                 f"artifacts: the store was truncated; {fix}"
             )
         return
-    if len(header) < 100 or not header.startswith(SQLITE_MAGIC):
+    problem = header_problem(header, size)
+    if problem == "not a SQLite database":
         raise StoreError(f"{what} {path} is not a SQLite database ({size} bytes); {fix}")
-    page = int.from_bytes(header[16:18], "big")
-    page = 65536 if page == 1 else page
-    pages = int.from_bytes(header[28:32], "big")
-    valid = pages > 0 and header[24:28] == header[92:96]
-    if valid and size < pages * page:
-        raise StoreError(
-            f"{what} {path} is truncated: {size} bytes, its header says {pages * page}; {fix}"
-        )
+    if problem:
+        raise StoreError(f"{what} {path} is {problem}; {fix}")
 
 
 def _has_entries(folder: Path) -> bool:
@@ -179,9 +175,34 @@ def tracking_client(settings: Settings) -> Any:
                 "make the folder writable or set GREYLAB_HOME / MLFLOW_TRACKING_URI"
             ) from None
         check_sqlite_file(path, "MLflow store", artifacts=settings.home / "mlartifacts")
+        new = store_templates.is_new(path)
+        seeded = new and store_templates.seed(path, "mlflow")  # the migrated template
+        if seeded:
+            _default_experiment_here(path)
         client = _opened(lambda: MlflowClient(tracking_uri=uri), f"MLflow store {path}")
+        if new and not seeded:  # created just now, empty: the template for the next home
+            store_templates.save(path, "mlflow")
         use_write_ahead_log(path)  # a commit a call: 2-3x faster (runtime.sqlite_journal)
         return client
+
+
+def _default_experiment_here(path: Path) -> None:
+    """MLflow's `Default` experiment of a store copied from a template, as MLflow creates it
+    in this process: artifacts under `./mlruns/0` of the working folder, created now."""
+    from mlflow.store.tracking import DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH
+    from mlflow.utils.uri import append_to_uri_path, resolve_uri_if_local
+
+    location = append_to_uri_path(resolve_uri_if_local(DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH), "0")
+    now = int(time.time() * 1000)
+    con = sqlite3.connect(path, timeout=30.0)
+    try:
+        with con:
+            con.execute(
+                "UPDATE experiments SET artifact_location = ?, creation_time = ?, "
+                "last_update_time = ? WHERE experiment_id = 0", (location, now, now),
+            )  # fmt: skip
+    finally:
+        con.close()
 
 
 def _opened(make: Any, name: str) -> Any:
