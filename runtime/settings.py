@@ -12,6 +12,7 @@
 | `GREYLAB_SERVER_IDLE`  | seconds the CLI's shared local Prefect server stays after its last request; 0 = a temporary server per command | `120` |
 | `GREYLAB_WARM` / `GREYLAB_WARM_IDLE` | 0 = every command in-process, no warm command server (`runtime.warm`); seconds that server stays after its last command | on / `120` |
 | `PREFECT_HOME`         | Prefect's own state                       | `$GREYLAB_HOME/prefect`           |
+| `GREYLAB_STORE_TEMPLATES` | folder of the empty, migrated MLflow and Prefect stores a fresh home copies (`runtime.store_templates`); `0` = off | `$XDG_CACHE_HOME/greylab/store-templates` (`~/.cache/...`) |
 | `GREYLAB_DASK_ADDRESS` | existing Dask scheduler (`tcp://…`)       | unset = local cluster when asked  |
 | `GREYLAB_CACHE_DIR`    | cross-run result cache of the study tasks (`tasks/cache.py`) | `$GREYLAB_HOME/cache` |
 | `GREYLAB_CACHE_DAYS`   | days a cached result stays valid          | `30`                              |
