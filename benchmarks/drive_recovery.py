@@ -247,6 +247,7 @@ def search_one(i: int, m, rec, args) -> dict:
     row = {"machine": i, "kind": m.kind, "found": "+".join(s.best_structure_),
            "relation": relation(s.best_structure_, m.structure), "wall_s": time.perf_counter() - t0,
            "fitness": s.best_fitness_, "rss": s.best_rss_, "d": s.best_evaluation_.n_params}  # fmt: skip
+    row["selection"] = getattr(s, "selection_", None)  # the choice by the data's evidence
     t = truth_in_search(s, m.structure)
     row["truth_in_search"] = t and {"fitness": t.fitness, "rss": t.rss, "refined": t.refined}
     if row["relation"] == "same":
@@ -269,6 +270,12 @@ def show_search(r: dict) -> None:
     print(f"  #{r['machine']:2d} {r['kind']}: found {r['found']} [{r['relation']}] fitness "
           f"{r['fitness']:.4g} RSS {r['rss']:.4g} d {r['d']}; {inner}{alone}{par} "
           f"({r['wall_s']:.0f} s, load {os.getloadavg()[0]:.1f})", flush=True)  # fmt: skip
+    sel = r.get("selection") or {}
+    if sel.get("alpha"):
+        moves = "; ".join(f"{mv['before']} -> {mv['after']} (p {mv['p_value']:.2g} < "
+                          f"{mv['level']:.2g})" for mv in sel["moves"]) or "none"  # fmt: skip
+        print(f"      evidence: {sel['n_eff']:.4g} effective samples, {sel['m']} richer "
+              f"candidates, moves: {moves}", flush=True)  # fmt: skip
 
 
 def run_search(args, bench: Bench) -> None:

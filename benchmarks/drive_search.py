@@ -272,6 +272,7 @@ def emps_searches(args, bench: Bench, frame, gp: GPSettings) -> None:
               f"({search.n_evaluations_} identifications, load {os.getloadavg()[0]:.1f})",
               flush=True)  # fmt: skip
         print(search.history_[["generation", "best_codes", "best_fitness"]].to_string(index=False))
+        print("choice by the evidence (StructureSearch.selection_):", search.selection_)
         walls.append(wall)
         found.append(codes)
         if codes == "{1,5,6,8}":
