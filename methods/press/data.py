@@ -47,34 +47,59 @@ class PressData:
         return bool(np.max(np.abs(self.forces - self.setpoints[None, :])) <= 1e-9 * scale)
 
 
-def _check_columns(table: pd.DataFrame) -> None:
-    missing = [c for c in COLUMNS if c not in table.columns]
+def _columns(table: pd.DataFrame) -> Mapping[str, pd.Series]:
+    """The table's columns by name, after checking that the needed ones are there and that the
+    table is not empty. By ``items()``: ``table[name]`` first builds the column index's hash
+    table, a tenth of a small fit's pivot of a new table."""
+    names = list(table.columns)
+    cols: Mapping[str, pd.Series]
+    if len(set(names)) == len(names):
+        cols = {name: col for name, col in table.items() if isinstance(name, str)}
+    else:  # a repeated name: as table[name] (a frame of the repeats), which fails below
+        cols = {c: table[c] for c in COLUMNS if c in names}
+    missing = [c for c in COLUMNS if c not in cols]
     if missing:
         raise InputError(f"table lacks column(s) {missing}; expected {list(COLUMNS)}")
     if len(table) == 0:
         raise InputError("table is empty")
+    return cols
 
 
 def to_cube(table: pd.DataFrame, sensors: Sequence[str] | None = None) -> PressData:
     """Pivot the long table to ``PressData``; ``sensors`` picks and orders the sensor axis."""
-    _check_columns(table)
-    names = table["sensor"].astype(str).to_numpy()
+    # numpy, not pandas sorts or masks: a fit pivots its table every time, and on a small fit
+    # (NIST StRD) the pivot of a new table was a tenth of the fit
+    cols = _columns(table)
+    column = cols["sensor"]
+    if isinstance(column.dtype, pd.StringDtype):  # already str: astype(str) would copy it
+        names = column.to_numpy(dtype=object)
+    else:
+        names = column.astype(str).to_numpy()
     present = list(dict.fromkeys(names))
     sensors = tuple(present if sensors is None else sensors)
     unknown = [s for s in sensors if s not in present]
     if unknown:
         raise InputError(f"sensor(s) {unknown} not in the table; it has {present}")
-    # numpy, not a pandas sort: a fit pivots its table every time (5 ms with pandas)
-    keep = np.isin(names, np.array(sensors, dtype=object))
-    ser, stp = table["series"].to_numpy()[keep], table["step"].to_numpy()[keep]
+    # every row kept (the usual case: the table has only the sensors asked for): no masks
+    keep = None if set(present) <= set(sensors) else np.isin(names, np.array(sensors, dtype=object))
+
+    def rows(values: np.ndarray) -> np.ndarray:
+        return values if keep is None else values[keep]
+
+    ser, stp = rows(cols["series"].to_numpy()), rows(cols["step"].to_numpy())
     series, steps = np.unique(ser), np.unique(stp)
     n_m, n_q, n_s = len(series), len(steps), len(sensors)
-    kept = names[keep]
+    kept = rows(names)
     k = np.zeros(kept.size, dtype=np.intp)  # sensor codes (pd.Categorical: 0.3 ms a call)
     for i, s in enumerate(sensors[1:], start=1):
         k[kept == s] = i
     flat = (np.searchsorted(series, ser) * n_q + np.searchsorted(steps, stp)) * n_s + k
-    if flat.size != n_m * n_q * n_s or np.unique(flat).size != flat.size:
+    complete = flat.size == n_m * n_q * n_s
+    if complete:  # and every cell once (np.unique's sort, without it: each index is < size)
+        hit = np.zeros(flat.size, dtype=bool)
+        hit[flat] = True
+        complete = bool(hit.all())
+    if not complete:
         raise InputError(
             "table must have exactly one row per (series, step, sensor) for every combination "
             f"({n_m} series x {n_q} steps x {n_s} sensors = {n_m * n_q * n_s} rows, got"
@@ -83,7 +108,7 @@ def to_cube(table: pd.DataFrame, sensors: Sequence[str] | None = None) -> PressD
 
     def cube(column: str) -> np.ndarray:
         out = np.empty(flat.size)
-        out[flat] = table[column].to_numpy(float)[keep]
+        out[flat] = rows(cols[column].to_numpy(float))
         return out.reshape(n_m, n_q, n_s)
 
     z = cube("displacement_um")
