@@ -61,3 +61,36 @@ def test_bad_tables_raise_input_error(mutate, message) -> None:
 def test_sigma_needs_two_series() -> None:
     with pytest.raises(InputError, match="at least 2 series"):
         sigma_from_repeats(np.ones((1, 3, 1)))
+
+
+@pytest.mark.parametrize("dtype", ["str", object, "category"])
+def test_the_pivot_does_not_depend_on_row_order_sensor_dtype_or_extra_sensors(dtype) -> None:
+    # oracle: the cube built element by element from the rows
+    rng = np.random.default_rng(3)
+    z = rng.normal(size=(3, 4, 3))
+    table = table_from(z, np.tile([1.0, 2.0, 3.0, 2.0], (3, 1)), ["a", "b", "c"])
+    table = table.sample(frac=1.0, random_state=2).assign(
+        sensor=lambda t: t["sensor"].astype(dtype)
+    )
+    for sensors in (None, ["c", "a"], ["b"]):
+        cube = to_cube(table, sensors)
+        names = list(cube.sensors)
+        assert names == (["a", "b", "c"] if sensors is None else sensors)
+        assert all(type(s) is str for s in cube.sensors)
+        expect = np.full(cube.z.shape, np.nan)
+        for row in table.itertuples():
+            if str(row.sensor) in names:
+                i, j = list(cube.series).index(row.series), list(cube.steps).index(row.step)
+                expect[i, j, names.index(str(row.sensor))] = row.displacement_um
+        np.testing.assert_array_equal(cube.z, expect)
+
+
+def test_a_repeated_cell_or_column_is_refused() -> None:
+    z = np.ones((2, 3, 1))
+    table = table_from(z, np.array([1.0, 2.0, 1.0]), ["s"])
+    repeated = table.copy()
+    repeated.loc[1, "step"] = repeated.loc[0, "step"]  # same size, one cell twice, one missing
+    with pytest.raises(InputError, match="exactly one row"):
+        to_cube(repeated)
+    with pytest.raises(ValueError):  # two force_N columns: not a press table
+        to_cube(table.assign(extra=1.0).rename(columns={"extra": "force_N"}))
