@@ -1,12 +1,14 @@
 """The scaling model of benchmarks/dask_scaling.py: longest-first list scheduling per round,
 rounds one after the other, the main process's time serial (oracles: hand-computed schedules
-and the bounds every schedule obeys)."""
+and the bounds every schedule obeys); the static split it is compared with (one batch per worker
+by the dispatcher's cost estimate)."""
 
 from __future__ import annotations
 
 import pytest
 
-from benchmarks.dask_scaling import makespan, modelled_wall
+from benchmarks.dask_scaling import makespan, modelled_wall, static_wall
+from models.drivetrain.gp.evaluate import IndividualSpec
 
 
 def test_longest_first_schedule_by_hand() -> None:
@@ -29,3 +31,17 @@ def test_rounds_add_up_and_the_serial_part_stays() -> None:
     assert modelled_wall(rounds, 0.5, 1) == pytest.approx(6.5)
     assert modelled_wall(rounds, 0.5, 2) == pytest.approx(0.5 + 1.0 + 2.0)
     assert modelled_wall(rounds, 0.5, 100) == modelled_wall(rounds, 0.5, 3)  # 3 at most at once
+
+
+def _spec(name: str, n_params: int) -> IndividualSpec:
+    return IndividualSpec((name,), tuple((f"p{i}", 1.0) for i in range(n_params)))
+
+
+def test_a_static_split_follows_the_cost_estimate_not_the_durations() -> None:
+    # the estimate ((1 + n)^2) puts the 3-parameter job alone and both 1-parameter jobs
+    # together: 2 + 2 = 4 s, where handing jobs out longest first as workers free up gives 3 s
+    jobs = {0: [(_spec("a", 3), 1.0), (_spec("b", 1), 2.0), (_spec("c", 1), 2.0)]}
+    rounds = {r: [d for _, d in js] for r, js in jobs.items()}
+    assert static_wall(jobs, 0.5, 2) == pytest.approx(0.5 + 4.0)
+    assert modelled_wall(rounds, 0.5, 2) == pytest.approx(0.5 + 3.0)
+    assert static_wall(jobs, 0.5, 1) == modelled_wall(rounds, 0.5, 1)  # one worker: all serial
