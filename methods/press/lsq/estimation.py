@@ -176,11 +176,14 @@ def fit_parameters(
     names, start, scale, lo, hi = parameter_arrays(model)
     if p0 is not None:
         start = np.array([float(p0.get(n, v)) for n, v in zip(names, start)])
-    w = (
-        _select(data.series, series, "series")[:, None, None]
-        & _select(data.steps, steps, "steps")[None, :, None]
-        & np.ones(data.z.shape, dtype=bool)
-    ).astype(float)
+    if series is None and steps is None:  # every residual (the same weights, fewer arrays)
+        w = np.ones(data.z.shape)
+    else:
+        w = (
+            _select(data.series, series, "series")[:, None, None]
+            & _select(data.steps, steps, "steps")[None, :, None]
+            & np.ones(data.z.shape, dtype=bool)
+        ).astype(float)
     n_res = int(w.sum())
     if n_res < len(names):
         raise InputError(
