@@ -1,5 +1,11 @@
-"""MINPACK's ``lmder`` (Moré 1978, compiled, via ``scipy.optimize.leastsq``) as the first
-engine of the single fit, with greylab's exact Jacobian.
+"""MINPACK's ``lmder`` (Moré 1978, compiled, scipy's) as the first engine of the single fit, with
+greylab's exact Jacobian.
+
+Called as scipy's own ``least_squares(method="lm")`` calls it (``scipy.optimize._minpack._lmder``):
+``leastsq``'s wrapper around the same call checks the callbacks again, formats its messages
+and inverts MINPACK's R factor for a covariance that is not used, about a tenth of a small fit's
+MINPACK time. Where that entry point is missing (another scipy), ``leastsq`` runs: the same
+routine, the same arguments, the same end point.
 
 MINPACK's own stopping verdict is not trusted: it claims success at runaway points (NIST
 BoxBOD from start 1: ``b2`` at an asymptote where its Jacobian column vanishes) and stops at
@@ -56,8 +62,6 @@ def minpack_lm(point: Point, x0: np.ndarray, *, max_iter: int) -> MinpackResult 
     column scaling (``diag`` from the column norms, as ``x_scale='jac'``), tolerances 1e-15
     and at most ``max_iter`` residual evaluations per parameter. None when MINPACK cannot
     start (non-finite model at ``x0``, fewer residuals than parameters) or raises."""
-    from scipy.optimize import leastsq  # imported on use (a model product stays light)
-
     last: list = [b"", None, None]  # the point MINPACK asked for last: its bytes, r, J^T
 
     def fun(x: np.ndarray) -> np.ndarray:
@@ -84,19 +88,38 @@ def minpack_lm(point: Point, x0: np.ndarray, *, max_iter: int) -> MinpackResult 
     if r0.size < x0.size or not (np.isfinite(r0).all() and np.isfinite(J0).all()):
         return None
     last[:] = [x0.tobytes(), r0, J0]
+    maxfev = max_iter * (x0.size + 1)
+    lmder = _compiled_lmder()
     try:
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            x, _, info, _, status = leastsq(
-                fun, x0, Dfun=jac, full_output=True, col_deriv=True,
-                xtol=TOL, ftol=TOL, gtol=TOL, maxfev=max_iter * (x0.size + 1),
-            )  # fmt: skip
+            if lmder is not None:  # full output, Jacobian by columns, factor 100, no diag
+                x, info, status = lmder(fun, jac, x0.copy(), (), 1, 1, TOL, TOL, TOL, maxfev,
+                                        100.0, None)  # fmt: skip
+            else:
+                from scipy.optimize import leastsq  # on use (a model product stays light)
+
+                x, _, info, _, status = leastsq(
+                    fun, x0, Dfun=jac, full_output=True, col_deriv=True,
+                    xtol=TOL, ftol=TOL, gtol=TOL, maxfev=maxfev,
+                )  # fmt: skip
     except (ValueError, TypeError, np.linalg.LinAlgError):
         return None
     x = np.asarray(x, dtype=float)
     if not np.isfinite(x).all():
         return None
     return MinpackResult(x, int(info.get("njev", info["nfev"])), int(info["nfev"]), int(status))
+
+
+def _compiled_lmder() -> Callable | None:
+    """scipy's compiled ``lmder`` entry point (``fcn, Dfun, x0, args, full_output, col_deriv,
+    ftol, xtol, gtol, maxfev, factor, diag``; what ``leastsq`` and ``least_squares`` call), or
+    None when this scipy has none."""
+    try:
+        from scipy.optimize._minpack import _lmder  # imported on use (light model products)
+    except ImportError:
+        return None
+    return _lmder if callable(_lmder) else None
 
 
 @dataclass(frozen=True)

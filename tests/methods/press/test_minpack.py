@@ -168,3 +168,21 @@ def test_the_hessian_term_is_built_on_first_use_once() -> None:
     assert comp._S_built and all(f is built[0] for f in built)
     S = comp.eval_S(p, q, np.ones(3 * comp.n_s))
     np.testing.assert_allclose(S, 0.0, atol=1e-12)  # Linear: h is linear in p
+
+
+def test_the_compiled_entry_point_gives_leastsqs_end_point_bit_for_bit(monkeypatch) -> None:
+    # oracle: scipy's leastsq around the same lmder (the route before, and the fallback where
+    # scipy has no such entry point): same end point, counts and verdict, to the last bit
+    assert minpack._compiled_lmder() is not None  # this scipy has it: the direct route runs
+    for name, start in (("Misra1a", 1), ("BoxBOD", 1), ("MGH09", 1), ("ENSO", 2), ("Bennett5", 2)):
+        _, pr = _nist(name, start)
+        x0 = pr.p0 / pr.scale
+        direct = minpack_lm(_point_fn(pr), x0, max_iter=200)
+        with monkeypatch.context() as m:
+            m.setattr(minpack, "_compiled_lmder", lambda: None)
+            wrapped = minpack_lm(_point_fn(pr), x0, max_iter=200)
+        assert direct is not None and wrapped is not None, name
+        np.testing.assert_array_equal(direct.x, wrapped.x, err_msg=name)
+        assert (direct.n_iter, direct.n_fev, direct.info) == (
+            wrapped.n_iter, wrapped.n_fev, wrapped.info,
+        ), name  # fmt: skip
