@@ -127,14 +127,34 @@ def safe_child_path() -> Iterator[None]:
 SHARE_SERVER = False
 
 
+def _shares_server() -> bool:
+    """The CLI asked for the shared local server, `PREFECT_API_URL` is unset and
+    `GREYLAB_SERVER_IDLE` is not 0."""
+    from runtime import local_server
+
+    return (
+        SHARE_SERVER and not os.environ.get("PREFECT_API_URL") and bool(local_server.idle_seconds())
+    )
+
+
+def prestart_shared_server() -> None:
+    """Launch the shared local server now, without waiting, when a flow will use it: a
+    command calls this once its input is checked and before it imports its flow, so the
+    server starts while the flow's modules load (`runtime.local_server.prestart`)."""
+    if _shares_server():
+        from runtime import local_server
+
+        local_server.prestart()
+
+
 @contextlib.contextmanager
 def shared_api() -> Iterator[None]:
-    """Point Prefect at the shared local server (started if needed) when the CLI asked for it,
-    `PREFECT_API_URL` is unset and `GREYLAB_SERVER_IDLE` is not 0; otherwise do nothing (and
+    """Point Prefect at the shared local server (started if needed, or waited for when
+    `prestart_shared_server` launched it) when `_shares_server`; otherwise do nothing (and
     the temporary servers started later are guarded)."""
     from runtime import local_server
 
-    if not SHARE_SERVER or os.environ.get("PREFECT_API_URL") or not local_server.idle_seconds():
+    if not _shares_server():
         guard_temporary_servers()
         yield
         return

@@ -8,6 +8,10 @@ one local server per `PREFECT_HOME`:
   session, so it survives the command), as `python -P -m runtime.server_guard detached:IDLE --
   <uvicorn arguments>`: bound to 127.0.0.1 on a free port, never importing from the working
   folder (`neutral_environment`), Prefect's database migrated under its lock first;
+- launched early (`prestart`, called by a command once its input is checked and before it
+  imports its flow) without waiting for it: the server starts while the flow's modules load,
+  and `ensure_server` then waits for that server (its state file records when it started; a
+  server still not answering after the start timeout is replaced);
 - found again by the next command through `$PREFECT_HOME/local-server.json` (pid, port), trusted
   only when that pid runs `runtime.server_guard` and `/api/health` answers within a second;
 - started or checked under the file lock `$PREFECT_HOME/local-server.lock` (two commands at
@@ -99,9 +103,17 @@ def neutral_environment(env: dict[str, str] | None = None) -> dict[str, str]:
 def read_state(home: Path) -> dict[str, Any] | None:
     try:
         state = json.loads((home / STATE_FILE).read_text())
-        return {"pid": int(state["pid"]), "port": int(state["port"])}
-    except (OSError, ValueError, KeyError, TypeError):
+        return {"pid": int(state["pid"]), "port": int(state["port"]),
+                "started": float(state.get("started", 0.0))}  # fmt: skip
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
+
+
+def _write_state(home: Path, state: dict[str, Any]) -> None:
+    text = json.dumps({"pid": state["pid"], "port": state["port"], "started": state["started"]})
+    tmp = home / f"{STATE_FILE}.{os.getpid()}"
+    tmp.write_text(text)
+    tmp.replace(home / STATE_FILE)
 
 
 def _cmdline(pid: int) -> str:
@@ -151,19 +163,54 @@ def _launch(home: Path, idle: float) -> dict[str, Any]:
             cwd=home, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             start_new_session=True, close_fds=True,
         )  # fmt: skip
-    return {"pid": process.pid, "port": port, "process": process}
+    return {"pid": process.pid, "port": port, "process": process, "started": time.time()}
 
 
 def _wait_healthy(state: dict[str, Any], timeout: float) -> bool:
-    process = state["process"]
+    """Wait until the server of `state` answers; False when it ended or `timeout` passed.
+    `state` holds the `Popen` of a server this process launched, else its pid is watched."""
+    process = state.get("process")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if process.poll() is not None:
+        if process.poll() is not None if process is not None else not _ours(state["pid"]):
             return False
         if healthy(state, timeout=2.0):
             return True
         time.sleep(0.1)
     return False
+
+
+#: the server `prestart` launched from this process (its state, with the `Popen`)
+_STARTING: dict[str, Any] = {}
+
+
+def prestart(idle: float | None = None) -> None:
+    """Launch the shared server now, without waiting for it, when the state file names no
+    live server of ours (running or starting): the command imports its study meanwhile and
+    `ensure_server` then waits for this server (issue 31: a server's 4-6 s start and a
+    command's 2-4 s of imports overlap). Returns at once when another process holds the
+    lock (it is starting one) or anything fails: `ensure_server` still decides."""
+    from runtime.stores import StoreError, store_lock
+
+    idle = idle_seconds() if idle is None else idle
+    home = prefect_home()
+    try:
+        home.mkdir(parents=True, exist_ok=True)
+        with store_lock(home / "local-server", timeout=0.0):
+            state = read_state(home)
+            if state is not None and _ours(state["pid"]):
+                return
+            state = _launch(home, idle)
+            deadline = time.monotonic() + 5.0  # /proc shows the command line once exec is done:
+            while not _ours(state["pid"]) and time.monotonic() < deadline:  # before that,
+                if state["process"].poll() is not None:  # another command would not trust it
+                    return
+                time.sleep(0.005)
+            _write_state(home, state)
+            _STARTING.clear()
+            _STARTING.update(state)
+    except (StoreError, OSError):
+        return
 
 
 def ensure_server(idle: float | None = None, timeout: float = START_TIMEOUT_S) -> str:
@@ -179,13 +226,16 @@ def ensure_server(idle: float | None = None, timeout: float = START_TIMEOUT_S) -
         if healthy(state):
             assert state is not None
             return api_url(state)
+        if state is not None and _ours(state["pid"]) and time.time() - state["started"] < timeout:
+            if _STARTING.get("pid") == state["pid"]:  # started by `prestart` in this process
+                state = dict(_STARTING)
+            if _wait_healthy(state, timeout - (time.time() - state["started"])):
+                return api_url(state)
+            _terminate(state["pid"])
         for _attempt in range(2):  # a port taken between choosing and binding: once more
             state = _launch(home, idle)
             if _wait_healthy(state, timeout):
-                text = json.dumps({"pid": state["pid"], "port": state["port"]})
-                tmp = home / f"{STATE_FILE}.{os.getpid()}"
-                tmp.write_text(text)
-                tmp.replace(home / STATE_FILE)
+                _write_state(home, state)
                 return api_url(state)
             _terminate(state["pid"])
     raise RuntimeError(

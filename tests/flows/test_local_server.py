@@ -134,7 +134,7 @@ def test_a_state_file_naming_another_process_is_not_trusted(home: Path) -> None:
     home.mkdir(parents=True)
     (home / local_server.STATE_FILE).write_text(json.dumps({"pid": os.getpid(), "port": 1}))
     state = local_server.read_state(home)
-    assert state == {"pid": os.getpid(), "port": 1}
+    assert state == {"pid": os.getpid(), "port": 1, "started": 0.0}  # from an older greylab
     assert not local_server.healthy(state)  # this pytest process is not a greylab server
     assert local_server.stop_server(home) is None  # and is never signalled
     assert not (home / local_server.STATE_FILE).exists()

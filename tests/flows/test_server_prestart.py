@@ -1,0 +1,80 @@
+"""The shared server launched before the flow's imports (`runtime.local_server.prestart`).
+
+A command launches the server once its input is checked and imports its flow meanwhile;
+`ensure_server` then waits for that server instead of starting another. Real servers on
+127.0.0.1 under a temporary `PREFECT_HOME`, killed by pid in the fixture's teardown.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from flows import runners
+from runtime import local_server
+from runtime.stores import store_lock
+from tests.flows.test_local_server import _alive, _health, _servers, home  # noqa: F401
+
+pytestmark = pytest.mark.integration
+
+
+def test_ensure_server_waits_for_the_prestarted_server(home: Path) -> None:  # noqa: F811
+    local_server.prestart(idle=60)
+    state = local_server.read_state(home)
+    assert state is not None and local_server._ours(state["pid"])  # launched, recorded
+    assert time.time() - state["started"] < 60
+    url = local_server.ensure_server(idle=60, timeout=120)
+    assert url == local_server.api_url(state) and _health(url) == 200
+    assert _servers(home) == [state["pid"]]  # the same server, no second one
+    local_server.prestart(idle=60)  # a running server: nothing launched
+    assert _servers(home) == [state["pid"]]
+    assert local_server.ensure_server(idle=60, timeout=120) == url
+
+
+def test_prestart_leaves_it_to_the_process_holding_the_lock(home: Path) -> None:  # noqa: F811
+    home.mkdir(parents=True)
+    with store_lock(home / "local-server"):
+        local_server.prestart(idle=60)  # returns at once, launching nothing
+    assert local_server.read_state(home) is None and _servers(home) == []
+
+
+def test_a_prestarted_server_that_dies_is_replaced(home: Path) -> None:  # noqa: F811
+    local_server.prestart(idle=60)
+    state = local_server.read_state(home)
+    assert state is not None
+    os.kill(state["pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and _alive(state["pid"]):
+        time.sleep(0.05)
+    url = local_server.ensure_server(idle=60, timeout=120)
+    assert _health(url) == 200
+    (pid,) = _servers(home)
+    assert pid != state["pid"]
+
+
+def test_only_a_command_that_shares_the_server_prestarts_it(
+    home: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    home.mkdir(parents=True)
+    monkeypatch.setenv("GREYLAB_SERVER_IDLE", "60")
+    for share, api, idle in ((False, None, "60"), (True, "http://127.0.0.1:9/api", "60"),
+                             (True, None, "0")):  # fmt: skip
+        monkeypatch.setattr(runners, "SHARE_SERVER", share)
+        if api:
+            monkeypatch.setenv("PREFECT_API_URL", api)
+        else:
+            monkeypatch.delenv("PREFECT_API_URL", raising=False)
+        monkeypatch.setenv("GREYLAB_SERVER_IDLE", idle)
+        runners.prestart_shared_server()
+        assert local_server.read_state(home) is None and _servers(home) == []
+    monkeypatch.delenv("PREFECT_API_URL", raising=False)
+    monkeypatch.setenv("GREYLAB_SERVER_IDLE", "60")
+    monkeypatch.setattr(runners, "SHARE_SERVER", True)
+    runners.prestart_shared_server()
+    state = local_server.read_state(home)
+    assert state is not None and _servers(home) == [state["pid"]]
