@@ -171,10 +171,10 @@ def _stationarity(
     g = (JT @ r[:, :, None])[:, :, 0]  # gradient of 1/2 ||r||^2
     held = ((x <= lo) & (g > 0)) | ((x >= hi) & (g < 0))  # descent leaves the box: KKT ok
     D = np.sqrt((J * J).sum(axis=1))  # column norms ||J_i||
-    dead = (D <= 0) & ~held
     Ds = np.where(D > 0, D, 1.0)
     Jn = J / Ds[:, None, :]
-    if held.any():  # held columns out of Jn: identity rows and columns in G
+    any_held = bool(held.any())
+    if any_held:  # held columns out of Jn: identity rows and columns in G
         Jn = Jn * ~held[:, None, :]
         G = Jn.transpose(0, 2, 1) @ Jn + held[:, :, None] * np.eye(n_p)
     else:
@@ -182,29 +182,32 @@ def _stationarity(
     w, V = np.linalg.eigh(G)
     cond = np.where(w[:, 0] > 0, w[:, -1] / np.maximum(w[:, 0], 1e-300), np.inf)
     cond = np.sqrt(np.maximum(cond, 1.0))  # of Jn, not of the Gram matrix
+    # without a held parameter the masks select everything (the same values, fewer arrays)
+    dead = ((D <= 0) & ~held) if any_held else (D <= 0)
     singular = dead.any(axis=1) | ~(cond <= COND_JAC_MAX)
-    gn = np.where(held, 0.0, g / Ds)
+    gn = np.where(held, 0.0, g / Ds) if any_held else g / Ds
     c = (gn[:, None, :] @ V)[:, 0, :]  # V^T gn
     wi = 1.0 / np.maximum(w, 1e-300)
     rr = (r * r).sum(axis=1)
     cw = c * wi
     pr2 = (c * cw).sum(axis=1)  # ||P_J r||^2 = gn^T G^-1 gn
-    with np.errstate(divide="ignore", invalid="ignore"):
-        opt = np.where(rr > 0, np.sqrt(np.maximum(pr2, 0.0) / rr), 0.0)
-        # predicted decrease 1/2 ||P_J r||^2 below the rounding error of the cost itself
-        # (sum_l |r_l| e_l, first order): no decrease can be measured, optimal to working
-        # precision (MINPACK's "no further reduction possible", here a tested success)
-        if noise is None:
-            floor_ok = np.zeros(n, dtype=bool)
-        else:
-            noise = noise if finite.all() else np.where(finite[:, None], noise, 0.0)
-            d_cost = (np.abs(r) * noise).sum(axis=1)
-            floor_ok = 0.5 * pr2 <= ROUNDING_FACTOR * d_cost
+    # (inside ``stationarity``'s errstate: 0/0 where r = 0 is masked, not warned)
+    opt = np.where(rr > 0, np.sqrt(np.maximum(pr2, 0.0) / rr), 0.0)
+    # predicted decrease 1/2 ||P_J r||^2 below the rounding error of the cost itself
+    # (sum_l |r_l| e_l, first order): no decrease can be measured, optimal to working
+    # precision (MINPACK's "no further reduction possible", here a tested success)
+    if noise is None:
+        floor_ok = np.zeros(n, dtype=bool)
+    else:
+        noise = noise if finite.all() else np.where(finite[:, None], noise, 0.0)
+        d_cost = (np.abs(r) * noise).sum(axis=1)
+        floor_ok = 0.5 * pr2 <= ROUNDING_FACTOR * d_cost
     u = -(V @ cw[:, :, None])[:, :, 0] / Ds  # Gauss-Newton step in x
     Ginv_diag = ((V * V) @ wi[:, :, None])[:, :, 0] / Ds**2
     s = np.sqrt(np.maximum(rr / max(m - n_p, 1), 0.0)[:, None] * Ginv_diag)
     floor = np.maximum(np.maximum(np.abs(x), s), SQRT_EPS)
-    u = np.where(held, 0.0, u)
+    if any_held:
+        u = np.where(held, 0.0, u)
     step = np.max(np.abs(u) / floor, axis=1) / xtol
     code = np.full(n, -1)
     code[step <= 1.0] = _ORDER.index(StopReason.STEP)

@@ -91,18 +91,19 @@ def minpack_lm(point: Point, x0: np.ndarray, *, max_iter: int) -> MinpackResult 
     maxfev = max_iter * (x0.size + 1)
     lmder = _compiled_lmder()
     try:
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with np.errstate(all="ignore"):
             if lmder is not None:  # full output, Jacobian by columns, factor 100, no diag
                 x, info, status = lmder(fun, jac, x0.copy(), (), 1, 1, TOL, TOL, TOL, maxfev,
                                         100.0, None)  # fmt: skip
             else:
                 from scipy.optimize import leastsq  # on use (a model product stays light)
 
-                x, _, info, _, status = leastsq(
-                    fun, x0, Dfun=jac, full_output=True, col_deriv=True,
-                    xtol=TOL, ftol=TOL, gtol=TOL, maxfev=maxfev,
-                )  # fmt: skip
+                with warnings.catch_warnings():  # its verdict's warnings: never trusted here
+                    warnings.simplefilter("ignore")
+                    x, _, info, _, status = leastsq(
+                        fun, x0, Dfun=jac, full_output=True, col_deriv=True,
+                        xtol=TOL, ftol=TOL, gtol=TOL, maxfev=maxfev,
+                    )  # fmt: skip
     except (ValueError, TypeError, np.linalg.LinAlgError):
         return None
     x = np.asarray(x, dtype=float)
