@@ -119,6 +119,13 @@ class DriveSearch(BaseModel):
         "evidence (its costliest part); off keeps the parameter intervals and the residual "
         "tests only",
     )
+    final_stage: Annotated[bool, Cli(note="--no-final-stage skips it")] = Field(
+        True,
+        description="The data preset's final stage: the search's best structures identified "
+        "again with a named structure's continuations, and the answer chosen by the data's "
+        "evidence (docs/drive.md; it costs about as much again as the search); off = the "
+        "answer of the search's fitness. The reference, EMPS and paper searches have none",
+    )
     population: Annotated[int, Limit("GREYLAB_MAX_POPULATION")] = Field(
         10, ge=2, description="Individuals per generation"
     )
@@ -282,7 +289,8 @@ class DriveSearch(BaseModel):
         preset's units (`data`: from ``scales``, with the position error when the recording
         has a ``position``), with `paper` the paper's search on them
         (`models.drivetrain.gp.presets.paper_settings`), then the study's nominals (each
-        replaces the preset's value and bounds), population, generations and test fraction."""
+        replaces the preset's value and bounds), population, generations and test fraction;
+        without `final_stage` the preset's final stage is off (``final_top`` 0)."""
         preset = preset or self.resolved_preset()
         if preset is DrivePreset.data:
             if scales is None:
@@ -294,9 +302,10 @@ class DriveSearch(BaseModel):
             base = paper_settings(base)
         nominals = tuple(sorted({**dict(base.nominals), **self.nominals}.items()))
         bounds = tuple((k, v) for k, v in base.bounds if k not in self.nominals)
+        final_top = base.final_top if self.final_stage else 0
         return replace(base, population=self.population, generations=self.generations,
                        test_fraction=self.test_fraction, nominals=nominals,
-                       bounds=bounds)  # fmt: skip
+                       bounds=bounds, final_top=final_top)  # fmt: skip
 
 
 def fit_structure(value: list[str]) -> list[str]:
@@ -334,6 +343,7 @@ class DriveFit(DriveSearch):
     batch_size: Annotated[int, Cli(hidden=True)] = Field(0, ge=0)
     paper: Annotated[bool, Cli(hidden=True)] = False
     resume: Annotated[bool, Cli(hidden=True)] = True
+    final_stage: Annotated[bool, Cli(hidden=True)] = True
 
     @field_validator("structure")
     @classmethod
