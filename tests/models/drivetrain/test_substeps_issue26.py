@@ -159,7 +159,9 @@ def test_the_settling_is_bounded_by_the_machine_limit(monkeypatch) -> None:
     32,768), while a start beyond the limit is refused with the variable named."""
     rec = reference_recording(["two_mass", "coulomb", "backlash"], duration=1.0)
     structure = ("two_mass", "coulomb", "backlash")
-    gp = GPSettings(identification=IdentificationSettings(jit=False, screen_nfev=0,
+    # compiled simulators (the default): 64 substeps per sample in pure Python made this the
+    # costliest test of its module (33 -> 12 CPU s); the count's rule is the same either way
+    gp = GPSettings(identification=IdentificationSettings(jit=True, screen_nfev=0,
                                                           n_starts=1))  # fmt: skip
     start = tuple(sorted((s.name, s.nominal) for k in structure for s in gp.specs(k)))
     free = identify(IndividualSpec(structure, start), as_arrays(rec), gp, seed=0)
