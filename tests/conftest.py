@@ -44,6 +44,18 @@ def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
     items.sort(key=lambda item: item.nodeid.split("::")[0] not in long_modules)
 
 
+def pytest_configure(config: Any) -> None:
+    """pytest-xdist's load scheduling hands each worker a first chunk of a quarter of its share
+    and more only as it runs dry: with the long modules first, the first worker got 186
+    consecutive tests holding most of the long ones and nothing after them (a full run of
+    1490 tests, 2026-12-06 03:16-03:48 UTC: its tests 1862 s, the other worker's 1304 tests
+    1549 s, then idle). One test at a time (`--maxschedchunk 1`, unless given) lets the free
+    worker take the next long test: longest first on both workers (that run's durations
+    replayed through xdist's rules: both end at 1706 s instead of 1862 and 1549)."""
+    if getattr(config.option, "maxschedchunk", False) is None:
+        config.option.maxschedchunk = 1
+
+
 #: where a command run in-process keeps the plugin references it allowed for the rest of the
 #: process (`--models mod:attr`, `--system mod:attr`), and their environment variables
 _ALLOWANCES = {"models.registry": "GREYLAB_ALLOWED_MODELS",
