@@ -204,9 +204,10 @@ def demo(
         crane = run_inverse_study(InverseStudy(systems=["trolley_crane"]))
         stderr.print(
             f"3/3 drive: short structure search ({generations} generations; a demo, too short "
-            "to find the structure reliably: `greylab drive identify` runs 10 x 10)"
+            "to find the structure reliably, and without the rival structures' fits, its "
+            "costliest evidence: `greylab drive identify` runs 10 x 10 with them)"
         )
-        drive = run_drive_search(DriveSearch(population=6, generations=generations))
+        drive = run_drive_search(DriveSearch(population=6, generations=generations, rivals=False))
     result = {"press": press.to_dict(), "inverse": crane.to_dict(), "drive": drive.to_dict()}
 
     def human() -> None:

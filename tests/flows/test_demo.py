@@ -31,4 +31,6 @@ def test_demo_runs_the_three_studies_and_prints_their_results(tmp_path: Path) ->
     assert crane["system"] == "trolley_crane" and crane["status"] == "ok"
     assert crane["max_constraint_violation"] < 1e-8
     assert result["drive"]["generations"] == 1 and result["drive"]["best_structure"]
+    evidence = result["drive"]["evidence"]  # intervals and residual tests; no rival fits
+    assert evidence["parameters"] and not evidence.get("rivals")
     assert (tmp_path / "home" / "mlflow.db").exists()
