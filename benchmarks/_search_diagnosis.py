@@ -8,6 +8,10 @@ the truth and at least as many inertias, and more of something); ``simpler`` (th
 
 ``truth_in_search(search, truth)``: the search's own evaluation of the true structure, if it
 identified it (generations or the local search at the end), else None.
+
+``evidence_line(selection)``: the search's choice by the data's evidence (its
+``selection_``) as a second line (starting with a newline), or "" when it chose by the
+fitness alone.
 """
 
 from __future__ import annotations
@@ -44,3 +48,14 @@ def truth_in_search(search: Any, truth: Iterable[str]) -> Evaluation | None:
         if tuple(ev.structure) == names:
             return ev
     return None
+
+
+def evidence_line(selection: dict | None) -> str:
+    """One line for a search's ``selection_`` (effective samples, richer candidates, moves)."""
+    sel = selection or {}
+    if not sel.get("alpha"):
+        return ""
+    moves = "; ".join(f"{mv['before']} -> {mv['after']} (p {mv['p_value']:.2g} < "
+                      f"{mv['level']:.2g})" for mv in sel["moves"]) or "none"  # fmt: skip
+    return (f"\n      evidence: {sel['n_eff']:.4g} effective samples, {sel['m']} richer "
+            f"candidates, moves: {moves}")  # fmt: skip

@@ -24,16 +24,15 @@ outside their interval (``outside``); ``covered``: floor reached and every true 
 interval; ``within_ident``: floor reached and every identifiable parameter within 10 % (the
 issue's target: a parameter the data cannot separate, e.g. a shaft resonating above the
 prefilter, is flagged, not counted).
-``search``: the whole structure search with the ``data`` preset; exact structure found, and
-for those every identifiable parameter within 10 % and every true value inside its 95 %
-interval. ``kit``: noise-free recordings made by the kit's own
-simulator (``greylab drive simulate``: the reference excitation, nominal parameters) of
-random structures of up to 4 submodels; the true structure's identification must reach
-RSS <= 1e-6 of the output's sum of squares. ``single`` and ``kit`` fit with ``drive fit``'s
-continuations (``structure_fit.CONTINUATION``: smoothed backlash, ladder starts; ``--continuation
-off``: the search's own fit). Failures are printed by kind (``kit``: truth
-outside the box, the truth itself not exact in the fit's model, or a stalled fit).
-"""
+``search``: the whole structure search with the ``data`` preset; exact structure found, and for
+those every identifiable parameter within 10 % and every true value inside its 95 % interval.
+``kit``: noise-free recordings made by the kit's own simulator (``greylab drive simulate``:
+the reference excitation, nominal parameters) of random structures of up to 4 submodels; the
+true structure's identification must reach RSS <= 1e-6 of the output's sum of squares.
+``single`` and ``kit`` fit with ``drive fit``'s continuations (``structure_fit.CONTINUATION``:
+smoothed backlash, ladder starts; ``--continuation off``: the search's own fit). Failures are
+printed by kind (``kit``: truth outside the box, the truth not exact in the fit's model, or
+a stalled fit). ``search`` also prints its choice by the data's evidence (``gp.selection``)."""
 
 from __future__ import annotations
 
@@ -232,7 +231,7 @@ def search_one(i: int, m, rec, args) -> dict:
     """One machine's search (``--population`` x ``--generations``, ``--workers`` processes):
     the structure found, its relation to the truth (``benchmarks._search_diagnosis``), the truth's evaluation
     inside the search and, with ``--diagnose``, the truth fitted alone (``single``'s fit)."""
-    from benchmarks._search_diagnosis import relation, truth_in_search
+    from benchmarks._search_diagnosis import evidence_line, relation, truth_in_search
     from benchmarks.drive_search import ProcessMap
     from models.drivetrain.gp import StructureSearch
 
@@ -247,7 +246,7 @@ def search_one(i: int, m, rec, args) -> dict:
     row = {"machine": i, "kind": m.kind, "found": "+".join(s.best_structure_),
            "relation": relation(s.best_structure_, m.structure), "wall_s": time.perf_counter() - t0,
            "fitness": s.best_fitness_, "rss": s.best_rss_, "d": s.best_evaluation_.n_params}  # fmt: skip
-    row["selection"] = getattr(s, "selection_", None)  # the choice by the data's evidence
+    row["evidence"] = evidence_line(getattr(s, "selection_", None))  # the evidence's choice
     t = truth_in_search(s, m.structure)
     row["truth_in_search"] = t and {"fitness": t.fitness, "rss": t.rss, "refined": t.refined}
     if row["relation"] == "same":
@@ -266,16 +265,10 @@ def show_search(r: dict) -> None:
     alone = (f", truth alone fitness {r['truth_alone']['fitness']:.4g} RSS "
              f"{r['truth_alone']['rss']:.4g}" if "truth_alone" in r else "")  # fmt: skip
     par = (f", ident {r['ident']:.2g}, outside 95 % {','.join(r['outside']) or '-'}"
-           if "ident" in r else "")  # fmt: skip
+           if "ident" in r else "") + r.get("evidence", "")  # fmt: skip
     print(f"  #{r['machine']:2d} {r['kind']}: found {r['found']} [{r['relation']}] fitness "
           f"{r['fitness']:.4g} RSS {r['rss']:.4g} d {r['d']}; {inner}{alone}{par} "
           f"({r['wall_s']:.0f} s, load {os.getloadavg()[0]:.1f})", flush=True)  # fmt: skip
-    sel = r.get("selection") or {}
-    if sel.get("alpha"):
-        moves = "; ".join(f"{mv['before']} -> {mv['after']} (p {mv['p_value']:.2g} < "
-                          f"{mv['level']:.2g})" for mv in sel["moves"]) or "none"  # fmt: skip
-        print(f"      evidence: {sel['n_eff']:.4g} effective samples, {sel['m']} richer "
-              f"candidates, moves: {moves}", flush=True)  # fmt: skip
 
 
 def run_search(args, bench: Bench) -> None:

@@ -21,10 +21,8 @@ to an identified structure on a recording (docs/methods.md §2.9).
   parameter count, AIC ``n ln(RSS/n) + 2d``, BIC ``n ln(RSS/n) + d ln n`` and the F-test of
   each nested pair; the preferred structure is the lowest BIC among the structure itself, its
   simpler neighbours, and the richer ones the F-test supports (``p < alpha``).
-  :func:`search_rival_table`: the same rows judged by the search's own rule (its final stage
-  with ``final_alpha``, ``models.drivetrain.gp.selection``) on the search's fitness RSS: the
-  structure, unless a richer rival fits significantly better (``p < alpha / m``); so the table
-  a search shows agrees with the answer it chose on the same fits.
+  ``search_evidence.search_rival_table``: the same rows judged by the search's own rule (its
+  final stage with ``final_alpha``, ``models.drivetrain.gp.selection``).
 """
 
 from __future__ import annotations
@@ -341,44 +339,6 @@ def rival_table(
     rule = (f"lowest BIC on the {part} ({size}) among the structure, its simpler "
             f"neighbours and the richer ones an F-test supports (p < {alpha:g})")  # fmt: skip
     return RivalTable(tuple(rows), int(n), part, chosen.codes, rule, alpha)
-
-
-def search_rival_table(
-    best: tuple[tuple[int, ...], tuple[str, ...], float, int],
-    rivals: Sequence[tuple[tuple[int, ...], tuple[str, ...], float, int, str]],
-    n: int,
-    n_eff: float,
-    *,
-    alpha: float,
-    m: int,
-    part: str = "whole record",
-) -> RivalTable:
-    """The rival table by the search's rule (module docstring): rows as :func:`rival_table`'s,
-    but the RSS is the search's fitness RSS (the prefiltered output error on the fitness
-    part) counted as ``n_eff`` effective samples (``gp.selection``: the prefilter's and the
-    residual's count); preferred: the structure, unless richer rivals fit significantly better
-    (F-test ``p < alpha / m``, ``m`` the richer candidates the search tested, at least the
-    table's), then the one with the fewest parameters (then the lowest RSS)."""
-    m_eff = float(min(max(n_eff, 1.0), n))
-    codes, names, rss, d = best
-    aic, bic = information(rss, m_eff, d)
-    rows = [Rival(tuple(codes), tuple(names), "best", float(rss), int(d), aic, bic)]
-    for r_codes, r_names, r_rss, r_d, relation in rivals:
-        pair = (r_rss, r_d, rss, d) if relation == "simpler" else (rss, d, r_rss, r_d)
-        f, p = f_test(*pair, m_eff)
-        r_aic, r_bic = (information(r_rss, m_eff, r_d) if math.isfinite(r_rss)
-                        else (math.inf, math.inf))  # fmt: skip
-        note = UNDERFIT if relation == "richer" and not r_rss <= rss * (1.0 + 1e-9) else ""
-        rows.append(Rival(tuple(r_codes), tuple(r_names), relation, float(r_rss), int(r_d),
-                          r_aic, r_bic, f, p, note))  # fmt: skip
-    richer = [r for r in rows if r.relation == "richer" and r.n_params > d]
-    level = alpha / max(m, len(richer), 1)
-    hits = [r for r in richer if r.p_value < level]
-    chosen = min(hits, key=lambda r: (r.n_params, r.rss, r.structure)) if hits else rows[0]
-    rule = (f"the search's rule on its fitness RSS (prefiltered, {part}: {n} samples, "
-            f"{m_eff:.4g} effective): the structure, unless a richer rival fits significantly "
-            f"better (F-test p < {alpha:g}/{max(m, len(richer), 1)} = {level:.3g})")  # fmt: skip
-    return RivalTable(tuple(rows), int(n), part, chosen.codes, rule, level)
 
 
 @dataclass(frozen=True)

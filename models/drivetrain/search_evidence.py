@@ -3,17 +3,26 @@ structure's intervals and residual tests, and the rival table of its one-step ne
 reusing the fits the search already made (``models.drivetrain.structure_fit`` does the
 identifying and the evidence of one structure). A search that chose its answer by the data's
 evidence (``GPSettings.final_alpha``) shows the rival table by that same rule on its fitness
-RSS (``evidence.search_rival_table``), so the table's preferred structure and the answer agree
+RSS (:func:`search_rival_table`), so the table's preferred structure and the answer agree
 on the same fits."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 import pandas as pd
 
-from models.drivetrain.evidence import Evidence, search_rival_table
+from models.drivetrain.evidence import (
+    UNDERFIT,
+    Evidence,
+    Rival,
+    RivalTable,
+    f_test,
+    information,
+)
 from models.drivetrain.gp.dispatch import MapBatches
 from models.drivetrain.gp.evaluate import Evaluation
 from models.drivetrain.gp.recording import RecordingFile, as_arrays
@@ -104,3 +113,41 @@ def _evaluations(search: Any) -> list[Evaluation]:
             timed_out=False, refined=bool(row.get("refined")),
         ))  # fmt: skip
     return out
+
+
+def search_rival_table(
+    best: tuple[tuple[int, ...], tuple[str, ...], float, int],
+    rivals: Sequence[tuple[tuple[int, ...], tuple[str, ...], float, int, str]],
+    n: int,
+    n_eff: float,
+    *,
+    alpha: float,
+    m: int,
+    part: str = "whole record",
+) -> RivalTable:
+    """The rival table by the search's rule (module docstring): rows as :func:`rival_table`'s,
+    but the RSS is the search's fitness RSS (the prefiltered output error on the fitness
+    part) counted as ``n_eff`` effective samples (``gp.selection``: the prefilter's and the
+    residual's count); preferred: the structure, unless richer rivals fit significantly better
+    (F-test ``p < alpha / m``, ``m`` the richer candidates the search tested, at least the
+    table's), then the one with the fewest parameters (then the lowest RSS)."""
+    m_eff = float(min(max(n_eff, 1.0), n))
+    codes, names, rss, d = best
+    aic, bic = information(rss, m_eff, d)
+    rows = [Rival(tuple(codes), tuple(names), "best", float(rss), int(d), aic, bic)]
+    for r_codes, r_names, r_rss, r_d, relation in rivals:
+        pair = (r_rss, r_d, rss, d) if relation == "simpler" else (rss, d, r_rss, r_d)
+        f, p = f_test(*pair, m_eff)
+        r_aic, r_bic = (information(r_rss, m_eff, r_d) if math.isfinite(r_rss)
+                        else (math.inf, math.inf))  # fmt: skip
+        note = UNDERFIT if relation == "richer" and not r_rss <= rss * (1.0 + 1e-9) else ""
+        rows.append(Rival(tuple(r_codes), tuple(r_names), relation, float(r_rss), int(r_d),
+                          r_aic, r_bic, f, p, note))  # fmt: skip
+    richer = [r for r in rows if r.relation == "richer" and r.n_params > d]
+    level = alpha / max(m, len(richer), 1)
+    hits = [r for r in richer if r.p_value < level]
+    chosen = min(hits, key=lambda r: (r.n_params, r.rss, r.structure)) if hits else rows[0]
+    rule = (f"the search's rule on its fitness RSS (prefiltered, {part}: {n} samples, "
+            f"{m_eff:.4g} effective): the structure, unless a richer rival fits significantly "
+            f"better (F-test p < {alpha:g}/{max(m, len(richer), 1)} = {level:.3g})")  # fmt: skip
+    return RivalTable(tuple(rows), int(n), part, chosen.codes, rule, level)

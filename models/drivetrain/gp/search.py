@@ -56,7 +56,6 @@ from models.drivetrain.gp.evaluate import (
 from models.drivetrain.gp.operators import from_structure, neighbours
 from models.drivetrain.gp.recording import RecordingFile, as_arrays, evaluate_stored
 from models.drivetrain.gp.settings import GPSettings
-from models.drivetrain.gp.signals import initial_velocity, split_index
 from models.drivetrain.gp.tree import Individual
 from models.drivetrain.kit import assemble
 from models.drivetrain.product import DriveModel
@@ -337,28 +336,11 @@ class StructureSearch:
         against (``m``) and the evidence's moves."""
         s = self.settings
         dispatch = self._dispatcher(data, finalists.final_settings(s), {}) if s.final_top else None
-        n_eff = self._effective_count(best, data) if dispatch and s.final_alpha > 0 else 0.0
+        n_eff = selection.search_count(best, data, s) if dispatch and s.final_alpha > 0 else 0.0
         best, self.final_, steps = finalists.run(best, self._cache, s, dispatch, n_eff)
-        richer = [ev for ev in selection.best_fits(list(self._cache.values()))
-                  if ev.n_params > best.n_params]  # fmt: skip
-        self.selection_ = {"n_eff": n_eff, "alpha": s.final_alpha if n_eff else 0.0,
-                           "m": len(richer), "moves": [st.to_dict() for st in steps]}  # fmt: skip
+        self.selection_ = selection.record(best, list(self._cache.values()), n_eff, s, steps)
         self._n_final = dispatch.n_identifications if dispatch else 0
         return best
-
-    def _effective_count(self, best: Evaluation, data: RecordingArrays) -> float:
-        """The evidence's sample count on the fitness part (``selection``): the prefilter's
-        count, or fewer when ``best``'s raw velocity residual is coloured."""
-        s = self.settings
-        n_fit = split_index(data.n, s.test_fraction)
-        part = slice(n_fit, None) if n_fit < data.n else slice(0, None)
-        n = data.n - (n_fit if n_fit < data.n else 0)
-        count = selection.prefilter_count(n, s.identification.prefilter_hz, data.dt)
-        q = data.q if s.identification.position_weight > 0 else None
-        y = simulate(best.structure, data.u, data.dt, best.parameters,
-                     y0=initial_velocity(data.y, q, data.dt), n_sub=best.n_sub,
-                     **s.kit_options())  # fmt: skip
-        return min(count, selection.residual_count((y - data.y)[part], data.u[part]))
 
     def _finish(
         self, best: Evaluation, history: list, pop_rows: list, data: RecordingArrays

@@ -42,7 +42,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.drivetrain.evidence import f_test
-from models.drivetrain.gp.evaluate import Evaluation
+from models.drivetrain.gp.evaluate import Evaluation, RecordingArrays
+from models.drivetrain.gp.settings import GPSettings
+from models.drivetrain.gp.signals import initial_velocity, split_index
 
 
 @dataclass(frozen=True)
@@ -144,3 +146,31 @@ def best_fits(evaluations: Sequence[Evaluation]) -> list[Evaluation]:
         if ev.refined and (ev.structure not in best or ev.fitness > best[ev.structure].fitness):
             best[ev.structure] = ev
     return [best[k] for k in sorted(best)]
+
+
+def search_count(best: Evaluation, data: RecordingArrays, settings: GPSettings) -> float:
+    """The evidence's sample count of a search on ``data`` (module docstring): the prefilter's
+    count of the fitness part, or fewer when ``best``'s raw velocity residual there (simulated
+    as the identification does) is coloured."""
+    from models.drivetrain.simulate import simulate
+
+    n_fit = split_index(data.n, settings.test_fraction)
+    part = slice(n_fit, None) if n_fit < data.n else slice(0, None)
+    n = data.n - (n_fit if n_fit < data.n else 0)
+    count = prefilter_count(n, settings.identification.prefilter_hz, data.dt)
+    q = data.q if settings.identification.position_weight > 0 else None
+    y = simulate(best.structure, data.u, data.dt, best.parameters,
+                 y0=initial_velocity(data.y, q, data.dt), n_sub=best.n_sub,
+                 **settings.kit_options())  # fmt: skip
+    return min(count, residual_count((y - data.y)[part], data.u[part]))
+
+
+def record(
+    answer: Evaluation, evaluations: Sequence[Evaluation], n_eff: float, settings: GPSettings,
+    steps: Sequence[Step],
+) -> dict:  # fmt: skip
+    """``StructureSearch.selection_``: the count, the level (0: the fitness alone), the number
+    ``m`` of refined structures richer than the ``answer`` it was tested against, the moves."""
+    m = sum(ev.n_params > answer.n_params for ev in best_fits(evaluations))
+    return {"n_eff": n_eff, "alpha": settings.final_alpha if n_eff else 0.0, "m": int(m),
+            "moves": [st.to_dict() for st in steps]}  # fmt: skip

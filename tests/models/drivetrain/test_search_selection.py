@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from models.drivetrain.evidence import f_test, search_rival_table
+from models.drivetrain.evidence import f_test
 from models.drivetrain.excitation import reference_recording
 from models.drivetrain.gp import finalists, selection
 from models.drivetrain.gp.evaluate import Evaluation
@@ -19,6 +19,7 @@ from models.drivetrain.gp.search import StructureSearch
 from models.drivetrain.gp.settings import GPSettings, IdentificationSettings
 from models.drivetrain.gp.signals import lowpass
 from models.drivetrain.scales import estimate_scales
+from models.drivetrain.search_evidence import search_rival_table
 from models.drivetrain.submodels import canonical
 
 N_EFF = 150.0  # 3 s at 1 kHz through the 25 Hz prefilter (N 2 f_c / f_s)
