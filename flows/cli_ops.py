@@ -188,9 +188,6 @@ def demo(
     """The main job on embedded defaults, tracked in the local MLflow store: the press study
     on the digital twin (truth M3), the overhead trolley crane's inverse simulation and a short
     drive-train structure search on the paper's reference recording."""
-    from flows.runners import prestart_shared_server
-
-    prestart_shared_server()  # starts while the flows' modules load
     from flows.drive.cli import print_drive_result
     from flows.drive.flow import DriveSearch, run_drive_search
     from flows.inverse.flow import InverseStudy, run_inverse_study

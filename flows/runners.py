@@ -138,9 +138,10 @@ def _shares_server() -> bool:
 
 
 def prestart_shared_server() -> None:
-    """Launch the shared local server now, without waiting, when a flow will use it: a
-    command calls this once its input is checked and before it imports its flow, so the
-    server starts while the flow's modules load (`runtime.local_server.prestart`)."""
+    """Launch the shared local server now, without waiting, when a flow will use it: the CLI
+    calls this at its start for a command that runs a flow (`flows.cli.FLOW_COMMANDS`), so
+    the server starts while the command tree and the flow load
+    (`runtime.local_server.prestart`)."""
     if _shares_server():
         from runtime import local_server
 

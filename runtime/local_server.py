@@ -8,9 +8,9 @@ one local server per `PREFECT_HOME`:
   session, so it survives the command), as `python -P -m runtime.server_guard detached:IDLE --
   <uvicorn arguments>`: bound to 127.0.0.1 on a free port, never importing from the working
   folder (`neutral_environment`), Prefect's database migrated under its lock first;
-- launched early (`prestart`, called by a command once its input is checked and before it
-  imports its flow) without waiting for it: the server starts while the flow's modules load,
-  and `ensure_server` then waits for that server (its state file records when it started; a
+- launched early (`prestart`, called by the CLI at the start of a command that runs a flow)
+  without waiting for it: the server starts while the command loads, and `ensure_server`
+  then waits for that server (its state file records when it started; a
   server still not answering after the start timeout is replaced);
 - found again by the next command through `$PREFECT_HOME/local-server.json` (pid, port), trusted
   only when that pid runs `runtime.server_guard` and `/api/health` answers within a second;

@@ -110,7 +110,7 @@ def fit(
 
 def _run(study: DriveSearch, runner: str, as_json: bool) -> None:
     """Check the recordings before any server starts, run the drive flow, render its result."""
-    from flows.runners import prestart_shared_server
+    from flows.drive.flow import run_drive_search
 
     for given in (study.data, study.validation_data):  # fail fast, before any server starts
         if given is None:
@@ -127,9 +127,6 @@ def _run(study: DriveSearch, runner: str, as_json: bool) -> None:
                 check_search_recording(frame, study, str(data))
             else:
                 check_samples(len(frame), str(data))
-    prestart_shared_server()  # starts while the flow's modules load
-    from flows.drive.flow import run_drive_search
-
     with progress_bars(enabled=not as_json):
         result = run_drive_search(study, runner=runner)
     emit(result.to_dict(), as_json=as_json, human=lambda: print_drive_result(result))

@@ -278,9 +278,6 @@ def _run_untracked(study: InverseStudy, built: System) -> tuple[dict[str, Any], 
 
 
 def _run_tracked(study: InverseStudy, as_json: bool) -> tuple[dict[str, Any], Any]:
-    from flows.runners import prestart_shared_server
-
-    prestart_shared_server()  # starts while the flow's modules load
     import pandas as pd
 
     from flows.inverse.flow import run_inverse_study

@@ -143,16 +143,13 @@ def detect(
     as_json: JsonOpt = False,
 ) -> None:
     """Calibrate every model, test it on calibration/validation splits, give verdicts."""
-    from flows.runners import prestart_shared_server
+    from flows.press.flow import run_press_study
     from models.registry import resolve_model
 
     if study.data is not None:
         _load(Path(study.data), Path(study.sensor_sheet) if study.sensor_sheet else None)
     for reference in study.models:
         resolve_model(reference)  # fail fast on a wrong model, before any server starts
-    prestart_shared_server()  # starts while the flow's modules load
-    from flows.press.flow import run_press_study
-
     with progress_bars(enabled=not as_json):
         result = run_press_study(study, runner=runner, workers=workers)
     emit(result.to_dict(), as_json=as_json, human=lambda: print_press_result(result))

@@ -35,9 +35,6 @@ def run(settings: ModelValidation, as_json: JsonOpt = False) -> None:
     the MLflow evaluation run and the validation tags of the version. Exit 2 when the model
     cannot be loaded or the data does not fit it."""
     from flows.cli_validate import metrics_table
-    from flows.runners import prestart_shared_server
-
-    prestart_shared_server()  # starts while the flow's modules load
     from flows.validation.flow import run_validation_flow
 
     result = run_validation_flow(settings)

@@ -11,6 +11,7 @@ import os
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,3 +79,39 @@ def test_only_a_command_that_shares_the_server_prestarts_it(
     runners.prestart_shared_server()
     state = local_server.read_state(home)
     assert state is not None and _servers(home) == [state["pid"]]
+
+
+def test_every_study_command_launches_the_server_at_its_start() -> None:
+    """`flows.cli.FLOW_COMMANDS` names exactly the commands built on a study's settings
+    (`with_settings`): a new study command missing there would wait for its server."""
+    from flows.cli import FLOW_COMMANDS, build_app
+
+    def commands(app: Any, path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+        out = [((*path, c.name or c.callback.__name__.replace("_", "-")), c.callback)
+               for c in app.registered_commands]  # fmt: skip
+        for group in app.registered_groups:
+            out += commands(group.typer_instance, (*path, group.name))
+        return out
+
+    found = commands(build_app())
+    assert len(found) > 10  # the tree was walked
+    studies = {path for path, callback in found if "with_settings" in callback.__code__.co_qualname}
+    assert studies == FLOW_COMMANDS
+
+
+def test_the_cli_launches_it_for_a_study_command_only(home: Path) -> None:  # noqa: F811
+    """`press detect` launches the server at its start (here its bad model is found later:
+    the server stays for its idle time); `--help` and a command without a flow never do."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PREFECT_HOME": str(home), "GREYLAB_HOME": str(home.parent / "g"),
+           "GREYLAB_SERVER_IDLE": "30", "GREYLAB_WARM": "0"}  # fmt: skip
+    greylab = [sys.executable, "-P", "-c", "from flows.cli import main; raise SystemExit(main())"]
+    for args, launches in ((["press", "detect", "--help"], False),
+                           (["press", "check", "--help"], False),
+                           (["press", "detect", "--model", "NOPE", "--tests", "2"], True)):  # fmt: skip
+        done = subprocess.run([*greylab, *args], env=env, capture_output=True, text=True,
+                              timeout=300, cwd=home.parent)  # fmt: skip
+        assert done.returncode == (2 if launches else 0), done.stderr[-2000:]
+        assert bool(_servers(home)) is launches, args
