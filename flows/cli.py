@@ -137,8 +137,8 @@ def _start(argv: list[str] | None) -> None:
 
 
 #: the commands that run a study flow (`greylab demo` too): the shared server is launched as
-#: soon as the home is checked, and starts while the command loads (issue 31: 11.7 s -> 8.4 s
-#: for `press detect` after the server idled out, docs/performance.md); a bad input found
+#: soon as the home is checked, and starts while the command loads (issue 31: medians 11.65 s
+#: -> 8.55 s for `press detect` after the server idled out, docs/performance.md); a bad input found
 #: later leaves a server that stops after its idle time
 FLOW_COMMANDS = {("press", "detect"), ("drive", "identify"), ("drive", "fit"),
                  ("inverse", "run"), ("validation", "run")}  # fmt: skip
