@@ -23,7 +23,8 @@ write only their version row; MLflow's also write its `Default` experiment, whos
 location (`./mlruns/0` resolved in the working folder) and creation time
 `runtime.stores.tracking_client` sets again after the copy.
 
-Standard library only.
+Only the standard library and the atomic writer of `schemas.storage` (itself standard library only
+at import).
 """
 
 from __future__ import annotations
@@ -36,9 +37,9 @@ import sqlite3
 import stat
 from importlib import metadata
 from pathlib import Path
-from typing import BinaryIO
 
 from runtime.sqlite_journal import header_problem
+from schemas.storage import write_atomic
 
 ENV = "GREYLAB_STORE_TEMPLATES"
 #: bumped when what greylab does to a new store changes (then every template is made again)
@@ -111,23 +112,10 @@ def seed(target: Path, kind: str) -> bool:
             if header_problem(source.read(100), os.fstat(source.fileno()).st_size):
                 return False
             source.seek(0)
-            _write_atomically(source, target)
+            write_atomic(target, lambda out: shutil.copyfileobj(source, out), readable=True)
     except OSError:
         return False
     return True
-
-
-def _write_atomically(source: BinaryIO, target: Path) -> None:
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as out:
-            shutil.copyfileobj(source, out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, target)
-    finally:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
 
 
 def save(store: Path, kind: str) -> bool:

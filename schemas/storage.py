@@ -16,9 +16,10 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-import pandas as pd
+if TYPE_CHECKING:  # imported where used: the atomic writer serves stdlib-only callers too
+    import pandas as pd
 
 
 def fsync_dir(folder: str | Path) -> None:
@@ -96,6 +97,8 @@ def write_text_atomic(text: str, path: str | Path) -> Path:
 
 def content_hash(frame: pd.DataFrame) -> str:
     """SHA-256 of a table's content (values, column names and dtypes; not the index)."""
+    import pandas as pd
+
     hashed = pd.util.hash_pandas_object(frame.reset_index(drop=True), index=False)
     digest = hashlib.sha256(hashed.to_numpy().tobytes())
     digest.update(json.dumps([(str(c), str(t)) for c, t in frame.dtypes.items()]).encode())
