@@ -27,7 +27,8 @@ reach it meanwhile (set `GREYLAB_SERVER_IDLE=0` where that matters). A server st
 older greylab keeps serving until it idles out or `greylab server stop`.
 
 `GREYLAB_SERVER_IDLE=0` restores a temporary server per command (dies with it, even on
-SIGKILL); a set `PREFECT_API_URL` (a real server) is used as is. Standard library only.
+SIGKILL); a set `PREFECT_API_URL` (a real server) is used as is. Standard library only (and the
+stdlib-only atomic writer of `schemas.storage`).
 """
 
 from __future__ import annotations
@@ -110,10 +111,10 @@ def read_state(home: Path) -> dict[str, Any] | None:
 
 
 def _write_state(home: Path, state: dict[str, Any]) -> None:
+    from schemas.storage import write_text_atomic
+
     text = json.dumps({"pid": state["pid"], "port": state["port"], "started": state["started"]})
-    tmp = home / f"{STATE_FILE}.{os.getpid()}"
-    tmp.write_text(text)
-    tmp.replace(home / STATE_FILE)
+    write_text_atomic(text, home / STATE_FILE)
 
 
 def _cmdline(pid: int) -> str:
