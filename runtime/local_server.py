@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 import socket
@@ -227,10 +228,11 @@ def ensure_server(idle: float | None = None, timeout: float = START_TIMEOUT_S) -
         if healthy(state):
             assert state is not None
             return api_url(state)
-        if state is not None and _ours(state["pid"]) and time.time() - state["started"] < timeout:
+        age = time.time() - state["started"] if state is not None else math.inf
+        if state is not None and _ours(state["pid"]) and 0 <= age < timeout:  # still starting
             if _STARTING.get("pid") == state["pid"]:  # started by `prestart` in this process
                 state = dict(_STARTING)
-            if _wait_healthy(state, timeout - (time.time() - state["started"])):
+            if _wait_healthy(state, timeout - age):
                 return api_url(state)
             _terminate(state["pid"])
         for _attempt in range(2):  # a port taken between choosing and binding: once more

@@ -115,3 +115,23 @@ def test_the_cli_launches_it_for_a_study_command_only(home: Path) -> None:  # no
                               timeout=300, cwd=home.parent)  # fmt: skip
         assert done.returncode == (2 if launches else 0), done.stderr[-2000:]
         assert bool(_servers(home)) is launches, args
+
+
+@pytest.mark.parametrize("started", ['"abc"', "null", "[]", '"nan"', "1e308", "-1e308"])
+def test_a_crafted_start_time_never_makes_a_command_wait_on_another_process(
+    home: Path,  # noqa: F811
+    started: str,
+) -> None:
+    """The state file's start time is untrusted: unreadable, it is no state; whatever it says,
+    a pid that is not one of our servers (this pytest process) is never waited for."""
+    import json as _json
+
+    home.mkdir(parents=True)
+    (home / local_server.STATE_FILE).write_text(
+        f'{{"pid": {os.getpid()}, "port": 1, "started": {started}}}'
+    )
+    state = local_server.read_state(home)
+    assert state is None or not local_server._ours(state["pid"])
+    assert _json.loads((home / local_server.STATE_FILE).read_text())["port"] == 1
+    url = local_server.ensure_server(idle=30, timeout=120)  # starts its own at once
+    assert _health(url) == 200 and len(_servers(home)) == 1
