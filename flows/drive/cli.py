@@ -34,7 +34,7 @@ from flows.cli_validate import (
 from flows.drive.settings import DriveFit, DriveSearch, check_search_recording
 from methods.errors import InputError
 from models.budget import check_samples
-from tasks.drive.result import DriveResult
+from tasks.drive.result import DriveResult, move_texts
 
 app = typer.Typer(
     rich_markup_mode="markdown",
@@ -190,6 +190,8 @@ def print_drive_result(result: DriveResult) -> None:
     if result.polish_moves:
         moves = " -> ".join(f"{{{codes}}}" for codes in result.polish_moves)
         stdout.print(f"the local search after the last generation moved the best to {moves}")
+    for move in move_texts(result.selection):
+        stdout.print(f"the evidence moved the answer {move}")
     _print_parameters(result)
     if result.validation:
         stdout.print(metrics_table("Open-loop validation", result.validation))

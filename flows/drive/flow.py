@@ -119,6 +119,7 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
         "polish_moves": search.polish_.loc[search.polish_["chosen"], "codes"].tolist(),
         "evidence": evidence.to_dict(),
         "fit": bool(study.structure),
+        "selection": getattr(search, "selection_", None),
     }
 
 

@@ -44,6 +44,10 @@ class DriveResult:
     evidence: dict[str, Any] | None = None
     #: a fit of a named structure (`greylab drive fit`), not a search
     fit: bool = False
+    #: how the search's final stage chose its answer (`StructureSearch.selection_`): the
+    #: effective samples `n_eff`, the level `alpha` (0: by the fitness alone), the `m` richer
+    #: structures tested, the `moves` ({before, after, p_value, level, m}); None for a fit
+    selection: dict[str, Any] | None = None
 
     def _link(self, run_id: Any) -> Any:
         return run_ref(run_id, self.experiment_id)
@@ -86,7 +90,7 @@ class DriveResult:
             markdown_table(["parameter", "value"], rows), "",
             f"MLflow run {cell(self._link(self.run_id))}, data hash {cell(self.data_hash[:12])}, "
             f"registered model {cell(self.model_uri or '-')}", *self._validation_lines(),
-            *evidence_lines(self.evidence),
+            *evidence_lines(self.evidence), *selection_lines(self.selection),
         ])  # fmt: skip
 
     def _paper_words(self) -> str:
@@ -136,3 +140,25 @@ def evidence_lines(evidence: dict[str, Any] | None) -> list[str]:
                   markdown_table(["codes", "relation", "RSS", "parameters", "AIC", "BIC",
                                   "F-test p", "note"], rows)]  # fmt: skip
     return lines + [f"- {cell(n)}" for n in evidence.get("notes", [])]
+
+
+def move_texts(selection: dict[str, Any] | None) -> list[str]:
+    """Each move of the final stage's choice by the evidence, in words: `{2,5} -> {2,5,6}:
+    F-test p 0.001 < 0.005 (0.01 over 2 richer structures)`."""
+    if not selection:
+        return []
+    return [f"{{{m['before']}}} -> {{{m['after']}}}: F-test p {m['p_value']:.3g} < "
+            f"{m['level']:.3g} ({selection['alpha']:g} over {m['m']} richer structures)"
+            for m in selection.get("moves", [])]  # fmt: skip
+
+
+def selection_lines(selection: dict[str, Any] | None) -> list[str]:
+    """The final stage's choice by the evidence as Markdown (none when it did not choose)."""
+    if not selection or not selection.get("alpha"):
+        return []
+    moves = move_texts(selection)
+    verdict = (f"moved {len(moves)} time(s)" if moves
+               else "no richer structure fits significantly better")  # fmt: skip
+    return ["", f"Answer chosen by the evidence (level {cell(selection['alpha'])}, "
+            f"{cell(round(selection['n_eff'], 1))} effective samples): {verdict}",
+            *[f"- {cell(m)}" for m in moves]]  # fmt: skip

@@ -63,6 +63,10 @@ def test_the_run_logs_prints_and_returns_the_scales(
         (f for f, _r2 in scales["grid"]), reverse=True
     )
     assert max(r2 for _f, r2 in scales["grid"]) == scales["r2"]
+    # the final stage's choice by the evidence is in the result (the data preset's level)
+    chosen = result.to_dict()["selection"]
+    assert chosen["alpha"] == result.settings["final_alpha"] > 0
+    assert chosen["n_eff"] > 0 and isinstance(chosen["moves"], list)
     capsys.readouterr()
     print_drive_result(result)
     assert "centred on the recording's own scales" in capsys.readouterr().out

@@ -48,7 +48,7 @@ def test_json_of_the_results_keeps_its_keys() -> None:
                                     "resumed_from", "preset", "model_uri", "validation",
                                     "validation_run_id", "experiment_id", "paper",
                                     "settings", "scales", "polish_moves", "evidence",
-                                    "fit"}  # fmt: skip
+                                    "fit", "selection"}  # fmt: skip
 
 
 def test_press_flow_run_publishes_its_verdict_table(private_prefect: None) -> None:
@@ -238,3 +238,26 @@ def test_bad_input_fails_a_task_once_other_failures_are_retried(private_prefect:
         with pytest.raises(InputError if error == "input" else OSError):
             study(error)
         assert calls == [error] * attempts
+
+
+def test_the_evidence_moves_of_a_drive_result_are_printed_and_on_its_page(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from flows.drive.cli import print_drive_result
+
+    move = {"before": "one_mass,viscous", "after": "two_mass,viscous", "p_value": 1e-4,
+            "level": 0.005, "m": 2}  # fmt: skip
+    chosen = {"n_eff": 150.25, "alpha": 0.01, "m": 2, "moves": [move]}
+    drive = DriveResult(["two_mass", "viscous"], [2, 5], {"J1": 1.0}, 2.0, 0.5, 3, "r", "h",
+                        "s", None, "data", "ui", selection=chosen)  # fmt: skip
+    page = drive.markdown()
+    assert "level 0.01, 150.2 effective samples): moved 1 time(s)" in page
+    assert cell("{one_mass,viscous} -> {two_mass,viscous}: F-test p 0.0001 < 0.005") in page
+    print_drive_result(drive)
+    assert "the evidence moved the answer {one_mass,viscous}" in capsys.readouterr().out
+    unmoved = DriveResult(["one_mass"], [1], {"J1": 1.0}, 2.0, 0.5, 3, "r", "h", "s", None,
+                          "data", "ui", selection={**chosen, "moves": []})  # fmt: skip
+    assert "no richer structure fits significantly better" in unmoved.markdown()
+    by_fitness = DriveResult(["one_mass"], [1], {"J1": 1.0}, 2.0, 0.5, 3, "r", "h", "s", None,
+                             "reference", "ui", selection={**chosen, "alpha": 0.0})  # fmt: skip
+    assert "chosen by the evidence" not in by_fitness.markdown()  # no level: no such line
