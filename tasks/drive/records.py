@@ -13,7 +13,8 @@ At the end:
 artifacts `history.csv` (best structure per generation, codes and names), `convergence.csv`
 (what the convergence figure draws: the generations, then the local search's moves),
 `population.csv`
-(every individual of every generation), `state_space.json`, `result.json`, and figures of
+(every individual of every generation), `state_space.json`, `result.json`, `selection.json`
+(how the final stage chose the answer, `StructureSearch.selection_`), and figures of
 measured vs simulated output and of the fitness over generations (none for a fit of a named
 structure, `greylab drive fit`). The evidence for the answer (`evidence`): standard errors,
 residual tests, the rival table and the residual-correlation figure.
@@ -115,6 +116,8 @@ class DriveRecorder(Recorder):
         run.table(search.polish_, "polish.csv")
         run.json(search.state_space_, "state_space.json")
         run.json(search.to_dict(), "result.json")
+        if getattr(search, "selection_", None) is not None:
+            run.json(search.selection_, "selection.json")
         self._figures(search, recording)
 
     def register_model(

@@ -227,8 +227,9 @@ def test_drive_recorder(drive: dict[str, Any]) -> None:
         f"param.{name}" for name in search.best_parameters_
     }
     assert set(run.artifacts) == {"history.csv", "convergence.csv", "population.csv", "polish.csv",
-                                  "state_space.json", "result.json", "figures/fit.png",
-                                  "figures/convergence.png"}  # fmt: skip
+                                  "state_space.json", "result.json", "selection.json",
+                                  "figures/fit.png", "figures/convergence.png"}  # fmt: skip
+    assert run.artifacts["selection.json"] == search.selection_
     pd.testing.assert_frame_equal(run.artifacts["history.csv"], search.history_)
     pd.testing.assert_frame_equal(run.artifacts["polish.csv"], search.polish_)
     assert run.artifacts["figures/fit.png"].startswith(PNG)
