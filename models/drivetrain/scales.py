@@ -67,6 +67,10 @@ wide boxes: the RK4 substep count follows the stiffest corner of the box
 under the narrow boxes.
 The values are scales, not results: the search identifies every parameter inside these boxes.
 
+**The prefilter cut-off** (``prefilter_hz``, ``visible_hz``, ``prefilter_why``): twice the top of
+the band where the recording's velocity stands above its noise floor, in 25 Hz .. a quarter of
+the sampling rate (``models.drivetrain.spectrum``); the ``data`` preset fits with it.
+
 **A recording that does not excite the drive is refused by name** (``InputError``, exit 2),
 before any box is made: a constant or near-constant input (``check_excitation``: the torque's
 range at most ``INPUT_SPREAD_MIN`` = 1e-6 of its magnitude), and in ``nominals`` a fit that
@@ -86,6 +90,7 @@ import numpy as np
 import pandas as pd
 
 from methods.errors import InputError
+from models.drivetrain.spectrum import MIN_SAMPLES, prefilter_choice, resonance
 
 COLUMNS = ("J", "f_v", "M_C", "offset")
 SPREAD = 2.0  # box factor either side of an estimated friction
@@ -96,7 +101,6 @@ DAMPING_DECADES = (2.0, 4.0)  # damper box: below / above the seed (damping rati
 WIDE_SPREAD = 10.0  # wide boxes: factor either side of an estimated friction
 WIDE_DAMPING = (30.0, 10.0)  # wide boxes: damper box below / above the seed
 T_MAX_SAMPLES = 30.0  # current-loop lag and dead time up to this many samples
-PEAK_MIN = 2.0  # a resonance: the compliance above the rigid body's by this factor
 SPEED_FRACTION = 0.05
 INPUT_SPREAD_MIN = 1e-6  # relative range of the input below which it does not excite
 R2_MIN = 0.5  # a rigid-body fit below this explains nothing (pure noise reached 0.44)
@@ -154,24 +158,29 @@ class Scales:
     q_range: float = 0.0
     grid: tuple[tuple[float, float], ...] = field(default=(), repr=False)
     a_rms: float = 0.0  # rms of the (unfiltered) acceleration, for the inertia's share
-    resonance_hz: float = 0.0  # the frequency response's highest resonance (0: none found)
+    resonance_hz: float = 0.0  # the frequency response's lowest resonance (0: none found)
+    prefilter_hz: float = 0.0  # the data preset's prefilter cut-off (models.drivetrain.spectrum)
+    visible_hz: float = 0.0  # top of the band where the output stands above its noise
+    prefilter_why: str = ""  # the reason for ``prefilter_hz`` in words
 
     def summary(self) -> str:
         parts = ", ".join(f"{k} {v:.4g}" for k, v in self.values.items())
         band = f", low-pass {self.cutoff_hz:.3g} Hz" if self.cutoff_hz else ""
         if self.resonance_hz:
             parts += f"; resonance {self.resonance_hz:.3g} Hz"
-        return (
-            f"scales from the data (rigid-body LS{band}, R^2 {self.r2:.3f}, "
-            f"{self.n_used} samples): {parts}"
-        )
+        text = (f"scales from the data (rigid-body LS{band}, R^2 {self.r2:.3f}, "
+                f"{self.n_used} samples): {parts}")  # fmt: skip
+        if self.prefilter_hz:
+            text += f"; prefilter {self.prefilter_hz:.4g} Hz ({self.prefilter_why})"
+        return text
 
     def to_dict(self) -> dict:
         """Plain JSON: values, standard errors, R^2, the fit's band and R^2 per cutoff."""
         return {"values": dict(self.values), "stderr": dict(self.stderr), "r2": self.r2,
                 "n_used": self.n_used, "cutoff_hz": self.cutoff_hz, "rigid_hz": self.rigid_hz,
                 "grid": [list(pair) for pair in self.grid],
-                "resonance_hz": self.resonance_hz}  # fmt: skip
+                "resonance_hz": self.resonance_hz, "prefilter_hz": self.prefilter_hz,
+                "visible_hz": self.visible_hz, "prefilter_why": self.prefilter_why}  # fmt: skip
 
     def _estimate(
         self, name: str, fallback: float, spread: float = 0.0, wide: bool = False
@@ -351,12 +360,13 @@ def estimate_scales(
     t = np.asarray(recording["t_s"], float)
     u = np.asarray(recording["torque_Nm"], float)
     v = np.asarray(recording["velocity_rad_s"], float)
-    if t.size < 10:
-        raise InputError(f"scales from the data need at least 10 samples, got {t.size}")
+    if t.size < MIN_SAMPLES:  # the spectrum's least (the rigid-body fit needs 10)
+        raise InputError(f"scales from the data need at least {MIN_SAMPLES} samples, got {t.size}")
     check_excitation(u, velocity=v, source=source)
     dt = float((t[-1] - t[0]) / (t.size - 1))
     grid = rigid_grid(dt, float(t[-1] - t[0])) if cutoffs is None else list(cutoffs)
     fits = [(f, *_fit(t, u, v, f)) for f in grid]
+    choice = prefilter_choice(v, dt)
     best = max(fits, key=lambda fit: fit[3])
     rigid = max((f for f, *_rest, r2, _n in fits if r2 >= best[3] - 0.01), default=best[0])
     q = recording["position_rad"] if "position_rad" in recording else None
@@ -368,32 +378,5 @@ def estimate_scales(
         grid=tuple((float(f), float(r2)) for f, _th, _se, r2, _n in fits),
         a_rms=float(np.sqrt(np.mean(np.gradient(v, t) ** 2))),
         resonance_hz=resonance(u, v, dt, float(best[1][0]), float(rigid)),
+        prefilter_hz=choice.cutoff_hz, visible_hz=choice.visible_hz, prefilter_why=choice.why,
     )  # fmt: skip
-
-
-def resonance(u: np.ndarray, v: np.ndarray, dt: float, inertia: float, rigid_hz: float) -> float:
-    """The frequency [Hz] of the lowest resonance: where the compliance relative to the rigid
-    body, ``|H(f)| 2 pi f J`` with ``H = S_uv / S_uu`` the empirical transfer function (Welch,
-    segments of a quarter of the record), first exceeds ``PEAK_MIN`` above ``rigid_hz``, its
-    largest value within an octave from there; only frequencies below a fifth of the sampling
-    rate where the coherence exceeds 0.5 count; 0 when none exceeds (a rigid machine is 1
-    everywhere; above a two-mass resonance the ratio stays at ``J / J1``)."""
-    from scipy.signal import csd, welch
-
-    if not inertia > 0 or u.size < 64:
-        return 0.0
-    nperseg = int(2 ** math.floor(math.log2(u.size / 4)))
-    f, p_uu = welch(u, fs=1.0 / dt, nperseg=nperseg)
-    _f, p_vv = welch(v, fs=1.0 / dt, nperseg=nperseg)
-    _f, p_uv = csd(u, v, fs=1.0 / dt, nperseg=nperseg)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.abs(p_uv / p_uu) * 2 * math.pi * f * inertia
-        coherent = np.abs(p_uv) ** 2 / (p_uu * p_vv) > 0.5
-    band = (f > max(rigid_hz, 2 * f[1])) & (f < 0.2 / dt) & coherent & np.isfinite(ratio)
-    if not band.any():
-        return 0.0
-    above = np.flatnonzero(band & (ratio > PEAK_MIN))
-    if not above.size:
-        return 0.0
-    near = band & (f >= f[above[0]]) & (f <= 2.5 * f[above[0]])  # the lowest peak
-    return float(f[int(np.argmax(np.where(near, ratio, -np.inf)))])

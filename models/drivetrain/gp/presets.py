@@ -65,7 +65,12 @@ def emps_settings(*, position_weight: float = 1.0, **overrides: Any) -> GPSettin
 
 
 def data_settings(
-    scales: Scales, *, position: bool, wide: bool = False, **overrides: Any
+    scales: Scales,
+    *,
+    position: bool,
+    wide: bool = False,
+    prefilter_hz: float | None = None,
+    **overrides: Any,
 ) -> GPSettings:
     """GP settings centred on a recording's own scales (`models.drivetrain.scales`): its
     nominals, bounds and friction tanh gain; with a measured ``position`` the fit also matches
@@ -80,9 +85,16 @@ def data_settings(
     the reference, whose true structure the search's own cheap fit may stall on; its answer
     follows the data's evidence (``final_alpha`` 0.01, ``models.drivetrain.gp.selection``): a
     richer structure wins when it fits significantly better, whatever eq. 19's penalty.
+    The prefilter cut-off is the recording's (``scales.prefilter_hz``, chosen from its spectrum
+    by ``models.drivetrain.spectrum``; scales made without it: the default 25 Hz) unless
+    ``prefilter_hz`` names one (0: off), which wins; an ``identification`` override replaces
+    the whole identification settings, its cut-off included.
     ``overrides`` are further `GPSettings` fields."""
     nominals, bounds, f_tanh = scales.nominals(wide)
-    identification = replace(IdentificationSettings(), position_weight=1.0 if position else 0.0)
+    if prefilter_hz is None:
+        prefilter_hz = scales.prefilter_hz or IdentificationSettings().prefilter_hz
+    identification = replace(IdentificationSettings(), prefilter_hz=prefilter_hz,
+                             position_weight=1.0 if position else 0.0)  # fmt: skip
     base = GPSettings(
         nominals=nominals,  # type: ignore[arg-type]  # normalised to sorted tuples
         bounds=bounds,  # type: ignore[arg-type]
