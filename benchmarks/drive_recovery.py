@@ -22,8 +22,7 @@ the evidence's 95 % intervals (``structure_evidence``, as ``greylab drive fit`` 
 the largest error over the identifiable parameters (``ident``) and how many true values lie
 outside their interval (``outside``); ``covered``: floor reached and every true value inside its
 interval; ``within_ident``: floor reached and every identifiable parameter within 10 % (the
-issue's target: a parameter the data cannot separate, e.g. a shaft resonating above the
-prefilter, is flagged, not counted).
+issue's target: a parameter the data cannot separate is flagged, not counted).
 ``search``: the whole structure search with the ``data`` preset; exact structure found, and for
 those every identifiable parameter within 10 % and every true value inside its 95 % interval.
 ``kit``: noise-free recordings made by the kit's own simulator (``greylab drive simulate``:
@@ -31,8 +30,8 @@ the reference excitation, nominal parameters) of random structures of up to 4 su
 true structure's identification must reach RSS <= 1e-6 of the output's sum of squares.
 ``single`` and ``kit`` fit with ``drive fit``'s continuations (``structure_fit.CONTINUATION``:
 smoothed backlash, ladder starts; ``--continuation off``: the search's own fit). Failures are
-printed by kind (``kit``: truth outside the box, the truth not exact in the fit's model, or
-a stalled fit). ``search`` also prints its choice by the data's evidence (``gp.selection``)."""
+printed by kind (``kit``: truth outside the box, the truth not exact in the fit's model, or a
+stalled fit); ``search`` also its choice by the evidence (``gp.selection``) and prefilter."""
 
 from __future__ import annotations
 
@@ -95,7 +94,7 @@ def identify_truth(structure, rec):
 
 
 def noise_floor(clean: np.ndarray, noisy: np.ndarray, gp) -> float:
-    """RSS of the noise alone over the fitness part, through the prefilter."""
+    """RSS of the noise alone over the fitness part, through the prefilter (the data's)."""
     n_fit = split_index(noisy.size, gp.test_fraction)
     filt = lowpass(gp.identification.prefilter_hz, 1e-3) or (lambda a: a)
     e = filt(noisy - clean)[:n_fit]
@@ -246,7 +245,8 @@ def search_one(i: int, m, rec, args) -> dict:
     row = {"machine": i, "kind": m.kind, "found": "+".join(s.best_structure_),
            "relation": relation(s.best_structure_, m.structure), "wall_s": time.perf_counter() - t0,
            "fitness": s.best_fitness_, "rss": s.best_rss_, "d": s.best_evaluation_.n_params}  # fmt: skip
-    row["evidence"] = evidence_line(getattr(s, "selection_", None))  # the evidence's choice
+    row["evidence"] = (evidence_line(getattr(s, "selection_", None))  # the evidence's choice
+                       + f"; prefilter {gp.identification.prefilter_hz:g} Hz")  # fmt: skip
     t = truth_in_search(s, m.structure)
     row["truth_in_search"] = t and {"fitness": t.fitness, "rss": t.rss, "refined": t.refined}
     if row["relation"] == "same":
