@@ -62,32 +62,35 @@ def minpack_lm(point: Point, x0: np.ndarray, *, max_iter: int) -> MinpackResult 
     column scaling (``diag`` from the column norms, as ``x_scale='jac'``), tolerances 1e-15
     and at most ``max_iter`` residual evaluations per parameter. None when MINPACK cannot
     start (non-finite model at ``x0``, fewer residuals than parameters) or raises."""
-    last: list = [b"", None, None]  # the point MINPACK asked for last: its bytes, r, J^T
-
-    def fun(x: np.ndarray) -> np.ndarray:
-        k = x.tobytes()
-        if k != last[0]:
-            r, Jt = point(x)
-            # two dot products are the fast check (a square that overflows is only a false
-            # alarm): the exact check only when they are not finite
-            if not math.isfinite(r @ r + np.vdot(Jt, Jt)) and not (
-                np.isfinite(r).all() and np.isfinite(Jt).all()
-            ):
-                r, Jt = np.full_like(r, HUGE), np.zeros_like(Jt)
-            last[:] = [k, r, Jt]
-        return last[1]
-
-    def jac(x: np.ndarray) -> np.ndarray:
-        if x.tobytes() != last[0]:
-            fun(x)
-        return last[2]
-
     x0 = np.asarray(x0, dtype=float)
     with np.errstate(all="ignore"):
         r0, J0 = point(x0)
     if r0.size < x0.size or not (np.isfinite(r0).all() and np.isfinite(J0).all()):
         return None
-    last[:] = [x0.tobytes(), r0, J0]
+    # the point MINPACK asked for last: its bytes, r, J^T (MINPACK asks for the Jacobian at
+    # the point whose residuals it has just computed)
+    key, r_last, Jt_last = x0.tobytes(), r0, J0
+    vdot, isfinite = np.vdot, math.isfinite
+
+    def fun(x: np.ndarray) -> np.ndarray:
+        nonlocal key, r_last, Jt_last
+        k = x.tobytes()
+        if k != key:
+            r, Jt = point(x)
+            # two dot products are the fast check (a square that overflows is only a false
+            # alarm): the exact check only when they are not finite
+            if not isfinite(vdot(r, r) + vdot(Jt, Jt)) and not (
+                np.isfinite(r).all() and np.isfinite(Jt).all()
+            ):
+                r, Jt = np.full_like(r, HUGE), np.zeros_like(Jt)
+            key, r_last, Jt_last = k, r, Jt
+        return r_last
+
+    def jac(x: np.ndarray) -> np.ndarray:
+        if x.tobytes() != key:
+            fun(x)
+        return Jt_last
+
     maxfev = max_iter * (x0.size + 1)
     lmder = _compiled_lmder()
     try:
