@@ -179,19 +179,27 @@ def _residual_fns(
     problem, in the (N = 1) batch layout of ``methods.press.lsq.lm``; and ``S`` scaled."""
     comp, q, zbar, scale = problem.comp, problem.q, problem.zbar, problem.scale
     sw = np.sqrt(problem.wt)
+    abs_z, scale2 = np.abs(zbar), np.outer(scale, scale)
 
     def evaluate(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         with np.errstate(all="ignore"):
             h, J = comp.eval_hJ(X[0] * scale, q)
-            e = EPS * sw * (np.abs(h) + np.abs(zbar))
+            e = EPS * sw * (np.abs(h) + abs_z)
             return (sw * (h - zbar))[None], ((sw[:, None] * J) * scale)[None], e[None]
+
+    def evaluate_unit(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        # unit weights: the products with sw = 1 (and EPS * 1) left out, the same bits
+        with np.errstate(all="ignore"):
+            h, J = comp.eval_hJ(X[0] * scale, q)
+            e = EPS * (np.abs(h) + abs_z)
+            return (h - zbar)[None], (J * scale)[None], e[None]
 
     def second(X: np.ndarray, R: np.ndarray) -> np.ndarray:
         with np.errstate(all="ignore"):
             S = comp.eval_S(X[0] * scale, q, sw * R[0])
-        return (S * np.outer(scale, scale))[None]
+        return (S * scale2)[None]
 
-    return evaluate, second
+    return (evaluate_unit if bool((sw == 1.0).all()) else evaluate), second
 
 
 def _point_fn(problem: LSProblem) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
@@ -300,28 +308,28 @@ def solve_ls(
         )  # fmt: skip
         if first is not None:
             res, n_iter = first, int(first.n_iter[0])
-            if not res.converged[0]:
+            if not res.reasons[0].converged:  # (one problem: its reason, not the array)
                 for start in (res.x, x0[None]):
                     more = run(start)
                     n_iter += int(more.n_iter[0])
-                    if more.converged[0] or more.cost[0] < res.cost[0]:
+                    if more.reasons[0].converged or more.cost[0] < res.cost[0]:
                         res = more
-                    if res.converged[0]:
+                    if res.reasons[0].converged:
                         break
     if res is None:
         res = run(x0[None])
         n_iter = int(res.n_iter[0])
     best, via = res, ""
-    if fallback and not res.converged[0]:
+    if fallback and not res.reasons[0].converged:
         for start, label in ((x0, "the start"), (res.x[0], "LM's end point")):
             xt = _trf(evaluate, start, lo, hi, max_nfev=50 * tol.max_iter)
             if xt is None:
                 continue
             polished = run(xt[None])
             n_iter += int(polished.n_iter[0])
-            if polished.converged[0] or polished.cost[0] < best.cost[0]:
+            if polished.reasons[0].converged or polished.cost[0] < best.cost[0]:
                 best, via = polished, f" after trust-region-reflective fallback from {label}"
-            if best.converged[0]:
+            if best.reasons[0].converged:
                 break
     reason = best.reasons[0]
     x = best.x[0]

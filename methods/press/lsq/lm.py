@@ -6,8 +6,9 @@ scale``) in a box ``lo <= x <= hi``, given an evaluator ``x -> (r, J)`` (weighte
 after MINPACK's ``lmder``, ``minpack``, whose end point this test judges) and the batched split
 fits (``batch.solve_ls_batch``) both run this loop and, above all, the same test:
 
-Convergence test (``stationarity``), at the point x with Jacobian J and residual r, on the
-free parameters F (a parameter at a bound whose descent direction leaves the box is held):
+Convergence test (``stationarity``, its code in ``convergence``), at the point x with Jacobian
+J and residual r, on the free parameters F (a parameter at a bound whose descent direction
+leaves the box is held):
 
 - column scaling ``D_i = ||J_i||``, ``Jn = J D^-1`` (Jacobian-based scaling, so the test does
   not depend on parameter units or on the size of any one parameter);

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from methods.press.lsq.lm import (
+    _ORDER,
     ROUNDING_FACTOR,
     Evaluate,
     LMResult,
@@ -157,7 +158,7 @@ def minpack_first(
         return None
     pol = newton_polish(evaluate, mp.x, lo, hi, tol=tol, second_order=second_order)
     code = int(pol.test.code[0])
-    reason = list(StopReason)[code] if code >= 0 else StopReason.MAX_ITERATIONS
+    reason = _ORDER[code] if code >= 0 else StopReason.MAX_ITERATIONS
     return LMResult(
         pol.x[None], np.array([pol.cost]), (reason,), np.array([mp.n_iter + pol.n_iter]),
         pol.test,
