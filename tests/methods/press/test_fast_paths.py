@@ -7,8 +7,8 @@
 - the table pivot from the frame's column arrays against the pivot by Series (a pandas
   without ``DataFrame._get_column_array``), on str, object and categorical sensor columns,
   nullable integer ids, a sensor subset; the ids' unique values by a sort against ``np.unique``;
-- MINPACK's residuals at unit weights (no product with the weights) against the weighted
-  formula.
+- the residuals at unit weights (MINPACK's and the Newton steps' evaluators: no product with
+  the weights) against the weighted formula.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import pytest
 
 from methods.press import data as press_data
 from methods.press.lsq import convergence
-from methods.press.lsq.core import _point_fn, compile_model
+from methods.press.lsq.core import EPS, _point_fn, _residual_fns, compile_model
 from methods.press.lsq.problem import LSProblem
 from tests.methods.press.helpers import Linear, table_from
 
@@ -144,6 +144,12 @@ def test_minpack_residuals_at_unit_weights_are_the_weighted_formula(unit: bool) 
     sw = np.sqrt(wt)
     assert r.tobytes() == (sw * (h - zbar)).tobytes()
     assert Jt.tobytes() == (J.T * (scale[:, None] * sw[None, :])).tobytes()
+    # the careful LM's and the Newton steps' evaluator: the same formula in its own order
+    evaluate, _ = _residual_fns(pr)
+    R, Js, E = evaluate(x[None])
+    assert R.tobytes() == (sw * (h - zbar))[None].tobytes()
+    assert Js.tobytes() == ((sw[:, None] * J) * scale)[None].tobytes()
+    assert E.tobytes() == (EPS * sw * (np.abs(h) + np.abs(zbar)))[None].tobytes()
 
 
 def test_the_ids_unique_by_sort_are_numpys_unique() -> None:
