@@ -16,8 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 def test_demo_runs_the_three_studies_and_prints_their_results(tmp_path: Path) -> None:
     env = {**os.environ, "GREYLAB_HOME": str(tmp_path / "home")}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    env.pop("PREFECT_API_URL", None)
+    env.pop("MLFLOW_TRACKING_URI", None)  # PREFECT_API_URL: the shared test server (conftest)
     done = subprocess.run(
         [sys.executable, "-m", "flows.cli", "demo", "--tests", "10", "--generations", "1", "--json"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=900,

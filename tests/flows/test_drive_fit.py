@@ -75,8 +75,8 @@ def test_a_search_returns_the_evidence_for_its_answer(
 
 @pytest.mark.slow
 def test_drive_fit_on_the_command_line_prints_json(recording: Path, tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI",
-                                                            "PREFECT_API_URL")}  # fmt: skip
+    # PREFECT_API_URL: the test process's shared Prefect server (tests/conftest.py)
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     env |= {"GREYLAB_HOME": str(tmp_path / "home"), "PYTHONPATH": str(ROOT)}
     out = subprocess.run(
         [sys.executable, "-c", "import sys; from flows.cli import main; sys.exit(main())",

@@ -25,6 +25,7 @@ GRACE_S = 15.0
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("own_prefect_server")  # exits with its temporary server
 @pytest.mark.parametrize(("runner", "preset"), [("dask", "data"), ("thread", "reference")],
                          ids=["dask", "thread"])  # fmt: skip
 def test_drive_identify_exits_within_seconds_of_its_result(

@@ -24,7 +24,10 @@ import pytest
 from methods.errors import InputError
 from runtime import local_server
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.usefixtures("own_prefect_server"),
+]  # the servers checked here
 
 
 def _alive(pid: int) -> bool:

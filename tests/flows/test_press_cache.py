@@ -167,8 +167,7 @@ def test_a_changed_file_under_methods_recomputes(tmp_path: Path) -> None:
     (copy / "springmod.py").write_text(PLUGIN.format(scale=1))
     write_table(tmp_path / "t.csv", k=120.0, seed=0)
     env = {**os.environ, "GREYLAB_HOME": str(tmp_path / "home"), "PYTHONPATH": str(copy)}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    env.pop("PREFECT_API_URL", None)
+    env.pop("MLFLOW_TRACKING_URI", None)  # PREFECT_API_URL: the shared test server (conftest)
     argv = [sys.executable, "-m", "flows.cli", "press", "detect", "--data",
             str(tmp_path / "t.csv"), "--sheet", str(tmp_path / "t.sensors.csv"),
             "--models", "springmod:spring", "--sensors", "2", "--tests", "10", "--json"]  # fmt: skip

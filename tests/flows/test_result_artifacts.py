@@ -17,6 +17,36 @@ from tracking.markdown import Link, cell
 HOSTILE = "M|1 <img src=x onerror=alert(1)> [link](http://evil) **bold**\n# heading"
 
 
+def _flow_run_id(parent_run_id: str) -> str:
+    """The Prefect flow run of a study, from its MLflow parent run's tag: the artifacts read
+    below are this run's, not another test's on the test process's shared Prefect server."""
+    from mlflow import MlflowClient
+
+    from runtime.settings import load_settings
+
+    run = MlflowClient(load_settings().tracking_uri).get_run(parent_run_id)
+    return str(run.data.tags["prefect.flow_run_id"])
+
+
+def _artifact(key: str, flow_run_id: str) -> Any:
+    """The one artifact `key` of the flow run `flow_run_id`."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import (
+        ArtifactFilter,
+        ArtifactFilterFlowRunId,
+        ArtifactFilterKey,
+    )
+
+    async def read() -> Any:
+        async with get_client() as client:
+            return await client.read_artifacts(artifact_filter=ArtifactFilter(
+                key=ArtifactFilterKey(any_=[key]),
+                flow_run_id=ArtifactFilterFlowRunId(any_=[flow_run_id])))  # fmt: skip
+
+    (found,) = asyncio.run(read())
+    return found
+
+
 def _press(model: str = "M3") -> PressResult:
     verdict = ModelVerdict(model, "passes", False, 0, 1, False, 0.31, 0.001,
                            {"k5": 120.0}, {"k5": 0.5}, "run-1")  # fmt: skip
@@ -52,21 +82,10 @@ def test_json_of_the_results_keeps_its_keys() -> None:
 
 
 def test_press_flow_run_publishes_its_verdict_table(private_prefect: None) -> None:
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
-
     from flows.press.flow import PressStudy, run_press_study
 
     result = run_press_study(PressStudy(models=["M3"], n_tests=4, batch_size=4, cache=False))
-
-    async def latest() -> Any:
-        async with get_client() as client:
-            found = await client.read_latest_artifacts(
-                artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["press-result"]))
-            )
-            return found[0]
-
-    artifact = asyncio.run(latest())
+    artifact = _artifact("press-result", _flow_run_id(result.parent_run_id))
     assert artifact.type == "markdown"
     assert artifact.data == result.markdown()
     assert "| M3 | passes |" in artifact.data and result.parent_run_id in artifact.data
@@ -191,19 +210,17 @@ def test_press_flow_run_is_named_after_its_outcome_and_logs_its_warning(
     for warns; the run's name is the headline, the warning a WARNING log record and a line
     of the summary artifact."""
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey, LogFilter
+    from prefect.client.schemas.filters import LogFilter
 
     from flows.press.flow import PressStudy, run_press_study
 
     study = PressStudy(models=["M3"], n_tests=30, split="series", batch_size=30, cache=False)
     result = run_press_study(study)
     (warning,) = [w for w in result.warnings if "asked for" in w]
+    summary = _artifact("press-summary", _flow_run_id(result.parent_run_id))
 
     async def read() -> tuple[Any, Any, Any]:
         async with get_client() as client:
-            (summary,) = await client.read_latest_artifacts(
-                artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=["press-summary"]))
-            )
             run = await client.read_flow_run(summary.flow_run_id)
             logs = await client.read_logs(LogFilter(flow_run_id={"any_": [run.id]}))
             return summary, run, logs

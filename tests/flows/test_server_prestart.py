@@ -20,7 +20,10 @@ from runtime import local_server
 from runtime.stores import store_lock
 from tests.flows.test_local_server import _alive, _health, _servers, home  # noqa: F401
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.usefixtures("own_prefect_server"),
+]  # the servers checked here
 
 
 def test_ensure_server_waits_for_the_prestarted_server(home: Path) -> None:  # noqa: F811

@@ -40,8 +40,7 @@ def _limited(
     """`python args...` from the project folder under RLIMIT_AS and a timeout."""
     environ = {k: v for k, v in os.environ.items() if not k.startswith("GREYLAB_MAX_")}
     environ |= {"GREYLAB_HOME": str(home / "home"), "PYTHONPATH": str(ROOT), **(env or {})}
-    environ.pop("MLFLOW_TRACKING_URI", None)
-    environ.pop("PREFECT_API_URL", None)
+    environ.pop("MLFLOW_TRACKING_URI", None)  # PREFECT_API_URL: the shared test server
     return subprocess.run(
         [sys.executable, *args], cwd=ROOT, env=environ, preexec_fn=_capped,
         capture_output=True, text=True, timeout=timeout,

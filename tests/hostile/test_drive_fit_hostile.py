@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cli(home: Path, *argv: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI",
-                                                            "PREFECT_API_URL")}  # fmt: skip
+    # PREFECT_API_URL: the test process's shared Prefect server (tests/conftest.py)
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     env |= {"GREYLAB_HOME": str(home / "home"), "PYTHONPATH": str(ROOT)}
     return subprocess.run(
         [sys.executable, "-c", "import sys; from flows.cli import main; sys.exit(main())",

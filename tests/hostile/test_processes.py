@@ -49,6 +49,7 @@ def _markers(folder: Path) -> list[str]:
 
 
 @pytest.mark.integration
+@pytest.mark.usefixtures("own_prefect_server")  # its temporary server
 def test_press_detect_from_a_folder_of_shadow_modules_imports_none_of_them(tmp_path: Path) -> None:
     folder = _shadow_folder(tmp_path / "lab")
     done = _run(folder, tmp_path / "home", "press", "detect", "--model", "M1", "--tests", "3",
@@ -58,6 +59,7 @@ def test_press_detect_from_a_folder_of_shadow_modules_imports_none_of_them(tmp_p
 
 
 @pytest.mark.integration
+@pytest.mark.usefixtures("own_prefect_server")  # its temporary server
 def test_dask_workers_and_a_plugin_from_the_folder_import_no_shadow_module(tmp_path: Path) -> None:
     """The named plugin (`spring:Spring`, a file in the folder) is found by the CLI and by the
     spawned Dask workers, while the folder's `pickle.py`/`socket.py` are not imported."""

@@ -69,6 +69,7 @@ def test_six_first_runs_at_once_on_a_fresh_home_all_succeed(tmp_path: Path) -> N
 
 
 @pytest.mark.integration
+@pytest.mark.usefixtures("own_prefect_server")  # Prefect's database created on first use
 def test_four_press_detect_first_runs_at_once_all_succeed(tmp_path: Path) -> None:
     """The CLI end to end: MLflow store and Prefect's database both created on first use."""
     home = tmp_path / "home"
