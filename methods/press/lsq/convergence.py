@@ -226,7 +226,7 @@ def _stationarity_one(
     floor = np.maximum(np.maximum(np.abs(x), s), SQRT_EPS)
     if any_held:
         u = np.where(held, 0.0, u)
-    step = float(np.max(np.abs(u) / floor)) / xtol
+    step = float((np.abs(u) / floor).max()) / xtol
     code = -1
     if step <= 1.0:
         code = _STEP
