@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import threading
 import warnings
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -108,14 +109,18 @@ def _bind(buf: Any, args: tuple[np.ndarray, ...], res: tuple[np.ndarray, ...]) -
         buf.set_res(i, memoryview(r))  # type: ignore[arg-type]
 
 
-_CACHE: dict[tuple[int, int], tuple[object, CompiledModel]] = {}
+# (id(model), n_q) -> (the model, weakly where it allows that; its compiled functions): an entry
+# lives as long as its model object. Held strongly, every model ever fitted stayed (a leak in a
+# long process, and the survivors made the garbage collector run its full collections, ~45 ms
+# each, in the middle of later fits)
+_CACHE: dict[tuple[int, int], tuple[Callable[[], object], CompiledModel]] = {}
 
 
 def compile_model(model: Any, n_q: int) -> CompiledModel:
     """Build (once per model object and scenario length) the CasADi functions of the core."""
     key = (id(model), n_q)
     hit = _CACHE.get(key)
-    if hit is not None and hit[0] is model:
+    if hit is not None and hit[0]() is model:
         return hit[1]
     n_p = len(model.parameters)
     n_s = len(model.sensors)
@@ -149,8 +154,24 @@ def compile_model(model: Any, n_q: int) -> CompiledModel:
     comp = CompiledModel(
         n_p, n_q, n_s, ca.Function("press_hJ", [p, q], [h, ca.densify(J)]), build_S
     )
-    _CACHE[key] = (model, comp)
+    _CACHE[key] = (_reference(model, key), comp)
     return comp
+
+
+def _reference(model: Any, key: tuple[int, int]) -> Callable[[], object]:
+    """A weak reference to ``model`` whose end drops the cache entry ``key``; a model that takes
+    no weak reference (``__slots__`` without ``__weakref__``) is held, as before."""
+    try:
+        return weakref.ref(model, partial(_drop, _CACHE, key))  # the dict itself: at exit too
+    except TypeError:
+        return lambda: model
+
+
+def _drop(cache: dict, key: tuple[int, int], ref: weakref.ref) -> None:
+    """The model of ``key`` was freed: its entry goes (only that entry, not a newer one)."""
+    hit = cache.get(key)
+    if hit is not None and hit[0] is ref:
+        del cache[key]
 
 
 @dataclass(frozen=True)

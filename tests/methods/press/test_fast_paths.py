@@ -8,7 +8,8 @@
   without ``DataFrame._get_column_array``), on str, object and categorical sensor columns,
   nullable integer ids, a sensor subset; the ids' unique values by a sort against ``np.unique``;
 - the residuals at unit weights (MINPACK's and the Newton steps' evaluators: no product with
-  the weights) against the weighted formula.
+  the weights) against the weighted formula;
+- the compile cache holds its models weakly: an entry goes with its model object.
 """
 
 from __future__ import annotations
@@ -160,3 +161,35 @@ def test_the_ids_unique_by_sort_are_numpys_unique() -> None:
     for ids in cases:
         got, want = press_data._unique(ids), np.unique(ids)
         assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
+class _NoWeakref:
+    """A model object that takes no weak reference (a class with ``__slots__`` only)."""
+
+    __slots__ = ("inner",)
+    name = "no-weakref"
+    sensors = Linear.sensors
+    parameters = Linear.parameters
+
+    def __init__(self) -> None:
+        self.inner = Linear()
+
+    def response(self, p, forces):
+        return self.inner.response(p, forces)
+
+
+def test_the_compile_cache_lives_as_long_as_its_model() -> None:
+    import gc
+
+    from methods.press.lsq import core
+
+    model = Linear()
+    comp = compile_model(model, 5)
+    key = (id(model), 5)
+    assert compile_model(model, 5) is comp and key in core._CACHE  # a hit while it lives
+    del model
+    gc.collect()
+    assert key not in core._CACHE  # freed with its model: no leak, no stale hit
+    held = _NoWeakref()
+    comp2 = compile_model(held, 5)
+    assert compile_model(held, 5) is comp2  # held strongly, as before
