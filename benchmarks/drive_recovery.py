@@ -75,6 +75,17 @@ REACHED = 2.0  # RSS / noise floor counted as "reached the floor"
 PARAM_TOL = 0.10
 WIDE = True  # issue 26's boxes (--boxes narrow: the data preset's default, issue 13's)
 PROFILE_GAIN = False  # --friction-gain profile: choose the tanh gain by the fit
+SPECTRUM = False  # --prefilter spectrum: the cut-off the recording's spectrum suggests
+
+
+def _data_settings(rec, **kwargs):
+    """The data preset on ``rec``'s scales; with ``--prefilter spectrum`` at the cut-off the
+    recording's spectrum suggests (``Scales.prefilter_hz``), else the preset's 25 Hz."""
+    scales = estimate_scales(rec)
+    cut = {"prefilter_hz": scales.prefilter_hz} if SPECTRUM else {}
+    return data_settings(scales, wide=WIDE, **cut, **kwargs)
+
+
 CONTINUE = True  # --continuation off: without drive fit's continuations (the search's fit)
 
 
@@ -82,8 +93,7 @@ def identify_truth(structure, rec):
     """(evaluation, settings) of the true structure alone with the data preset (with
     ``--friction-gain profile``: over the friction gain, ``models.drivetrain.friction_gain``;
     the settings returned carry the chosen gain)."""
-    scales = estimate_scales(rec)
-    gp = data_settings(scales, position="position_rad" in rec, wide=WIDE)
+    gp = _data_settings(rec, position="position_rad" in rec)
     gp = continued(gp) if CONTINUE else gp
     start = tuple(sorted((sp.name, sp.nominal) for k in structure for sp in gp.specs(k)))
     spec = IndividualSpec(tuple(structure), start, refine_above=0.0)
@@ -234,8 +244,8 @@ def search_one(i: int, m, rec, args) -> dict:
     from benchmarks.drive_search import ProcessMap
     from models.drivetrain.gp import StructureSearch
 
-    gp = data_settings(estimate_scales(rec), position=True, wide=WIDE,
-                       population=args.population, generations=args.generations)  # fmt: skip
+    gp = _data_settings(rec, position=True, population=args.population,
+                        generations=args.generations)  # fmt: skip
     pmap, t0 = ProcessMap(args.workers), time.perf_counter()
     try:
         s = StructureSearch(gp.population, gp.generations, args.seed, gp.test_fraction,
@@ -379,6 +389,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--boxes", choices=["wide", "narrow"], default="wide")
     parser.add_argument("--friction-gain", choices=["fixed", "profile"], default="fixed")
     parser.add_argument("--continuation", choices=["on", "off"], default="on")
+    parser.add_argument("--prefilter", choices=["default", "spectrum"], default="default",
+                        help="the data preset's 25 Hz, or the recording's spectrum's cut-off")  # fmt: skip
     parser.add_argument("--population", type=int, default=10, help="search: as the CLI's")
     parser.add_argument("--generations", type=int, default=10, help="search: as the CLI's")
     parser.add_argument("--workers", type=int, default=2, help="search: worker processes")
@@ -387,7 +399,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", default="", help="search: write the rows as JSON here")
     add_arguments(parser, repeats=1)
     args = parser.parse_args(argv)
-    global WIDE, PROFILE_GAIN, CONTINUE
+    global WIDE, PROFILE_GAIN, CONTINUE, SPECTRUM
+    SPECTRUM = args.prefilter == "spectrum"
     WIDE, PROFILE_GAIN = args.boxes == "wide", args.friction_gain == "profile"
     CONTINUE = args.continuation == "on"
     bench = Bench(f"drive_recovery-{args.mode}", "drive-recovery", args.repeats, args.json)

@@ -69,7 +69,8 @@ The values are scales, not results: the search identifies every parameter inside
 
 **The prefilter cut-off** (``prefilter_hz``, ``visible_hz``, ``prefilter_why``): twice the top of
 the band where the recording's velocity stands above its noise floor, in 25 Hz .. a quarter of
-the sampling rate (``models.drivetrain.spectrum``); the ``data`` preset fits with it.
+the sampling rate (``models.drivetrain.spectrum``): reported, and run with only when asked
+(``presets.data_settings(prefilter_hz=scales.prefilter_hz)``; the default stays 25 Hz).
 
 **A recording that does not excite the drive is refused by name** (``InputError``, exit 2),
 before any box is made: a constant or near-constant input (``check_excitation``: the torque's
@@ -159,7 +160,7 @@ class Scales:
     grid: tuple[tuple[float, float], ...] = field(default=(), repr=False)
     a_rms: float = 0.0  # rms of the (unfiltered) acceleration, for the inertia's share
     resonance_hz: float = 0.0  # the frequency response's lowest resonance (0: none found)
-    prefilter_hz: float = 0.0  # the data preset's prefilter cut-off (models.drivetrain.spectrum)
+    prefilter_hz: float = 0.0  # the spectrum's prefilter cut-off (models.drivetrain.spectrum)
     visible_hz: float = 0.0  # top of the band where the output stands above its noise
     prefilter_why: str = ""  # the reason for ``prefilter_hz`` in words
 
@@ -171,7 +172,7 @@ class Scales:
         text = (f"scales from the data (rigid-body LS{band}, R^2 {self.r2:.3f}, "
                 f"{self.n_used} samples): {parts}")  # fmt: skip
         if self.prefilter_hz:
-            text += f"; prefilter {self.prefilter_hz:.4g} Hz ({self.prefilter_why})"
+            text += f"; spectrum's prefilter {self.prefilter_hz:.4g} Hz ({self.prefilter_why})"
         return text
 
     def to_dict(self) -> dict:

@@ -85,14 +85,16 @@ def data_settings(
     the reference, whose true structure the search's own cheap fit may stall on; its answer
     follows the data's evidence (``final_alpha`` 0.01, ``models.drivetrain.gp.selection``): a
     richer structure wins when it fits significantly better, whatever eq. 19's penalty.
-    The prefilter cut-off is the recording's (``scales.prefilter_hz``, chosen from its spectrum
-    by ``models.drivetrain.spectrum``; scales made without it: the default 25 Hz) unless
-    ``prefilter_hz`` names one (0: off), which wins; an ``identification`` override replaces
-    the whole identification settings, its cut-off included.
+    The prefilter cut-off is the default 25 Hz unless ``prefilter_hz`` names one (0: off);
+    ``prefilter_hz=scales.prefilter_hz`` runs with the cut-off the recording's spectrum suggests
+    (``models.drivetrain.spectrum``; measured on the recovery benchmark as a net zero, and it
+    lost one seed of the reference with 1 % noise: docs/drive.md, so it is opt-in); an
+    ``identification`` override replaces the whole identification settings, its cut-off
+    included.
     ``overrides`` are further `GPSettings` fields."""
     nominals, bounds, f_tanh = scales.nominals(wide)
     if prefilter_hz is None:
-        prefilter_hz = scales.prefilter_hz or IdentificationSettings().prefilter_hz
+        prefilter_hz = IdentificationSettings().prefilter_hz
     identification = replace(IdentificationSettings(), prefilter_hz=prefilter_hz,
                              position_weight=1.0 if position else 0.0)  # fmt: skip
     base = GPSettings(

@@ -39,9 +39,10 @@ class IdentificationSettings:
     1 kHz Nyquist frequency by 20x (noise RSS / 20). With 1 % noise on the reference record
     (``N sigma^2`` = 63) {2,5,6} (model error 3.5) beats the true {2,5,6,7} without it
     (67 * 13 < 63 * 17) and loses with it (6.6 * 13 > 3.2 * 17).
-    The ``data`` preset chooses the cut-off from the recording instead (twice the top of the
-    band where its velocity stands above its noise, 25 Hz .. a quarter of the sampling rate:
-    ``models.drivetrain.spectrum``, ``Scales.prefilter_hz``).
+    The recording's scales also suggest a cut-off from its spectrum (twice the top of the band
+    where its velocity stands above its noise, 25 Hz .. a quarter of the sampling rate:
+    ``models.drivetrain.spectrum``, ``Scales.prefilter_hz``); the ``data`` preset runs with it
+    only when asked (``presets.data_settings(prefilter_hz=...)``).
     ``screen_nfev`` (beyond the paper; 0 = off): residual evaluations per start of the cheap
     first stage that every new structure gets; only promising structures (the search's
     ``refine_top``) are refined with one start of up to ``max_nfev`` from the screened values.

@@ -83,18 +83,20 @@ def test_a_rigid_machine_with_a_slow_excitation_keeps_the_default() -> None:
     assert "default" in noise.why
 
 
-def test_the_data_preset_runs_with_the_choice_unless_one_is_named() -> None:
+def test_the_data_preset_runs_with_a_named_cut_off_and_25_hz_by_default() -> None:
     """The reference with 1 % noise: the scales choose (and say why), the data preset runs
-    with it, an explicit ``prefilter_hz`` (0: off) wins, and the selection's effective sample
-    count follows the cut-off the search runs with (about ``N 2 f_c / f_s``)."""
+    with 25 Hz unless a ``prefilter_hz`` is named (the spectrum's, 40 Hz or 0: off), and the
+    selection's effective sample count follows the cut-off the search runs with (about
+    ``N 2 f_c / f_s``)."""
     clean = reference_recording()
     rec = reference_recording(noise=0.01 * float(np.ptp(clean["velocity_rad_s"])), seed=3)
     scales = estimate_scales(rec)
     assert DEFAULT_PREFILTER_HZ < scales.prefilter_hz <= 250.0
     assert scales.prefilter_hz == pytest.approx(MARGIN * scales.visible_hz, rel=0.05)
-    assert f"prefilter {scales.prefilter_hz:.4g} Hz" in scales.summary()
+    assert f"spectrum's prefilter {scales.prefilter_hz:.4g} Hz" in scales.summary()
     assert scales.to_dict()["prefilter_hz"] == scales.prefilter_hz
-    gp = data_settings(scales, position=False)
+    assert data_settings(scales, position=False).identification.prefilter_hz == 25.0
+    gp = data_settings(scales, position=False, prefilter_hz=scales.prefilter_hz)
     assert gp.identification.prefilter_hz == scales.prefilter_hz
     for named in (40.0, 0.0):
         assert (
