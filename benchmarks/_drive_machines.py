@@ -259,3 +259,15 @@ def add_noise(rec: pd.DataFrame, percent: float, rng: np.random.Generator) -> pd
     sigma = percent / 100.0 * float(np.ptp(rec["velocity_rad_s"]))
     out["velocity_rad_s"] = rec["velocity_rad_s"] + rng.normal(0.0, sigma, len(rec))
     return out
+
+
+def preset_settings(rec, wide: bool, spectrum: bool, **kwargs):
+    """The data preset on ``rec``'s scales (``wide`` boxes or not); with ``spectrum`` at the
+    prefilter cut-off the recording's spectrum suggests (``Scales.prefilter_hz``), else the
+    preset's 25 Hz."""
+    from models.drivetrain.gp.presets import data_settings
+    from models.drivetrain.scales import estimate_scales
+
+    scales = estimate_scales(rec)
+    cut = {"prefilter_hz": scales.prefilter_hz} if spectrum else {}
+    return data_settings(scales, wide=wide, **cut, **kwargs)

@@ -31,7 +31,8 @@ true structure's identification must reach RSS <= 1e-6 of the output's sum of sq
 ``single`` and ``kit`` fit with ``drive fit``'s continuations (``structure_fit.CONTINUATION``:
 smoothed backlash, ladder starts; ``--continuation off``: the search's own fit). Failures are
 printed by kind (``kit``: truth outside the box, the truth not exact in the fit's model, or a
-stalled fit); ``search`` also its choice by the evidence (``gp.selection``) and prefilter."""
+stalled fit); ``search`` also its choice by the evidence (``gp.selection``) and prefilter
+(``--prefilter spectrum``: the cut-off the recording's spectrum suggests; default 25 Hz)."""
 
 from __future__ import annotations
 
@@ -50,42 +51,24 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from benchmarks._drive_machines import add_noise, draw_machine, simulate_machine
+from benchmarks._drive_machines import add_noise, draw_machine, preset_settings, simulate_machine
 from benchmarks._report import Bench, add_arguments
 from methods.errors import InputError
 from models.drivetrain import reference_recording
+from models.drivetrain import submodels as kit
 from models.drivetrain.friction_gain import profile_friction_gain
 from models.drivetrain.gp.evaluate import IndividualSpec, identify
 from models.drivetrain.gp.objective import Objective
-from models.drivetrain.gp.presets import data_settings
 from models.drivetrain.gp.recording import as_arrays
 from models.drivetrain.gp.signals import lowpass, split_index
-from models.drivetrain.scales import estimate_scales
 from models.drivetrain.simulate import get_simulator
 from models.drivetrain.structure_fit import continued, start_velocity, structure_evidence
-from models.drivetrain.submodels import (
-    MULTI_MASS,
-    Submodel,
-    is_valid,
-    parameter_specs,
-    parse_structure,
-)
 
 REACHED = 2.0  # RSS / noise floor counted as "reached the floor"
 PARAM_TOL = 0.10
 WIDE = True  # issue 26's boxes (--boxes narrow: the data preset's default, issue 13's)
 PROFILE_GAIN = False  # --friction-gain profile: choose the tanh gain by the fit
 SPECTRUM = False  # --prefilter spectrum: the cut-off the recording's spectrum suggests
-
-
-def _data_settings(rec, **kwargs):
-    """The data preset on ``rec``'s scales; with ``--prefilter spectrum`` at the cut-off the
-    recording's spectrum suggests (``Scales.prefilter_hz``), else the preset's 25 Hz."""
-    scales = estimate_scales(rec)
-    cut = {"prefilter_hz": scales.prefilter_hz} if SPECTRUM else {}
-    return data_settings(scales, wide=WIDE, **cut, **kwargs)
-
-
 CONTINUE = True  # --continuation off: without drive fit's continuations (the search's fit)
 
 
@@ -93,7 +76,7 @@ def identify_truth(structure, rec):
     """(evaluation, settings) of the true structure alone with the data preset (with
     ``--friction-gain profile``: over the friction gain, ``models.drivetrain.friction_gain``;
     the settings returned carry the chosen gain)."""
-    gp = _data_settings(rec, position="position_rad" in rec)
+    gp = preset_settings(rec, WIDE, SPECTRUM, position="position_rad" in rec)
     gp = continued(gp) if CONTINUE else gp
     start = tuple(sorted((sp.name, sp.nominal) for k in structure for sp in gp.specs(k)))
     spec = IndividualSpec(tuple(structure), start, refine_above=0.0)
@@ -244,8 +227,8 @@ def search_one(i: int, m, rec, args) -> dict:
     from benchmarks.drive_search import ProcessMap
     from models.drivetrain.gp import StructureSearch
 
-    gp = _data_settings(rec, position=True, population=args.population,
-                        generations=args.generations)  # fmt: skip
+    gp = preset_settings(rec, WIDE, SPECTRUM, position=True, population=args.population,
+                         generations=args.generations)  # fmt: skip
     pmap, t0 = ProcessMap(args.workers), time.perf_counter()
     try:
         s = StructureSearch(gp.population, gp.generations, args.seed, gp.test_fraction,
@@ -321,13 +304,13 @@ def run_search(args, bench: Bench) -> None:
 
 def small_structures(limit: int = 4) -> list[tuple[str, ...]]:
     """Every valid structure of up to ``limit`` submodels."""
-    others = [k for k in Submodel if k not in MULTI_MASS]
+    others = [k for k in kit.Submodel if k not in kit.MULTI_MASS]
     out = []
-    for mass in sorted(MULTI_MASS, key=lambda k: k.code):
+    for mass in sorted(kit.MULTI_MASS, key=lambda k: k.code):
         for r in range(limit):
             for extra in itertools.combinations(others, r):
                 kinds = (mass, *extra)
-                if is_valid(kinds):
+                if kit.is_valid(kinds):
                     out.append(tuple(k.value for k in kinds))
     return out
 
@@ -339,8 +322,8 @@ def kit_failure(structure, rec, gp, n_sub=None, rss=None) -> str:
     (its friction gain differs from the recording's, a rounded f_tanh, or its substeps);
     or a stalled fit (the truth, at the fit's own substeps, fits at least 10x better than
     the fit's ``rss``)."""
-    truth = {sp.name: sp.nominal for k in parse_structure(list(structure))
-             for sp in parameter_specs(k)}  # fmt: skip
+    truth = {sp.name: sp.nominal for k in kit.parse_structure(list(structure))
+             for sp in kit.parameter_specs(k)}  # fmt: skip
     if box_misses(truth, gp, structure):
         return "truth outside the data's box"
     data = as_arrays(rec)
