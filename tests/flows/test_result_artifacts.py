@@ -278,3 +278,13 @@ def test_the_evidence_moves_of_a_drive_result_are_printed_and_on_its_page(
     by_fitness = DriveResult(["one_mass"], [1], {"J1": 1.0}, 2.0, 0.5, 3, "r", "h", "s", None,
                              "reference", "ui", selection={**chosen, "alpha": 0.0})  # fmt: skip
     assert "chosen by the evidence" not in by_fitness.markdown()  # no level: no such line
+
+
+def test_hostile_names_in_the_evidence_moves_do_not_become_markup() -> None:
+    move = {"before": HOSTILE, "after": "two_mass", "p_value": 0.001, "level": 0.01, "m": 1}
+    drive = DriveResult(["two_mass"], [2], {"J1": 1.0}, 2.0, 0.5, 3, "r", "h", "s", None,
+                        "data", "ui", selection={"n_eff": 10.0, "alpha": 0.01, "m": 1,
+                                                 "moves": [move]})  # fmt: skip
+    line = next(x for x in drive.markdown().splitlines() if "F-test p" in x)
+    assert not re.search(r"(?<!\\)[<>\[\]*|]", line.replace(r"\|", "")), line
+    assert "\n# heading" not in drive.markdown()
