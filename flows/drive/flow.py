@@ -14,7 +14,8 @@ import pandas as pd
 from prefect import flow
 
 from flows.artifacts import finish, flow_run_tags, once_for_bad_input
-from flows.drive.settings import DrivePreset, DriveSearch, recording_scales
+from flows.drive.inputs import prefilter_cutoff, recording_scales
+from flows.drive.settings import DrivePreset, DriveSearch
 from flows.progress import Progress
 from flows.runners import RunnerKind, run_flow
 from models.drivetrain.evidence import Evidence
@@ -80,8 +81,13 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
     recording = pd.read_parquet(loaded["path"])
     preset = study.resolved_preset()
     scales = _scales(recording, recorder) if preset is DrivePreset.data else None
+    prefilter_hz = prefilter_cutoff(
+        study.prefilter, recording, scales=scales, source=loaded["source"]
+    )
+    if prefilter_hz is not None:
+        print(f"prefilter cut-off {prefilter_hz:g} Hz (--prefilter {study.prefilter})")
     settings = study.search_settings(  # with `paper`: the paper's search
-        preset, scales=scales, position="position_rad" in recording
+        preset, scales=scales, position="position_rad" in recording, prefilter_hz=prefilter_hz
     )
     batch_size = study.batch_size or max(1, -(-study.population // study.workers))
     recorder.run.params({"preset": preset.value, "batch_size": batch_size}

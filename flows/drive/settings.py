@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from flows.cli_settings import Cli, Limit, explained, lab_form
 from flows.data_refs import checked_data, data_choices
-from methods.errors import InputError
+from flows.drive.inputs import fit_structure, parse_prefilter, prefilter_cutoff, recording_scales
 from models import limits
 from models.drivetrain import REFERENCE_STRUCTURE
 from models.drivetrain.gp.presets import (
@@ -24,7 +24,7 @@ from models.drivetrain.gp.presets import (
     paper_settings,
 )
 from models.drivetrain.gp.settings import GPSettings
-from models.drivetrain.scales import Scales, estimate_scales
+from models.drivetrain.scales import Scales
 from tracking.protocol import validate_experiment_name
 
 _CAMPAIGN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -113,6 +113,14 @@ class DriveSearch(BaseModel):
             FrictionGain,
         ),
     )
+    prefilter: Annotated[str, Cli(note="spectrum, a cut-off in Hz (0: none) or empty")] = Field(
+        "",
+        description="Prefilter cut-off of the fitted output error: empty = the preset's (25 "
+        "Hz; the paper's search has none), spectrum = the one the recording's spectrum "
+        "suggests (twice the top of the band where its velocity stands above the noise, "
+        "docs/drive.md), or a cut-off in Hz below the recording's Nyquist frequency (0: "
+        "none)",
+    )
     rivals: Annotated[bool, Cli(note="--no-rivals skips them")] = Field(
         True,
         description="Identify the answer's one-step neighbours for the rival table of the "
@@ -171,6 +179,11 @@ class DriveSearch(BaseModel):
     @classmethod
     def _data(cls, value: str | None) -> str | None:
         return checked_data(value, "drive")  # a dashboard user reads no other file
+
+    @field_validator("prefilter")
+    @classmethod
+    def _prefilter(cls, value: str) -> str:
+        return parse_prefilter(value)
 
     @field_validator("campaign")
     @classmethod
@@ -241,6 +254,11 @@ class DriveSearch(BaseModel):
                 "paper (--paper) is the paper's search: a named structure is fitted without "
                 "one (drop --paper or the structure)"
             )
+        if self.prefilter:
+            raise ValueError(
+                f"paper (--paper) fits the time-domain output error without a prefilter: got "
+                f"prefilter {self.prefilter!r} (leave --prefilter empty, or drop --paper)"
+            )
         if self.test_fraction:
             raise ValueError(
                 f"paper (--paper) fits and scores on the whole record: got test fraction "
@@ -284,20 +302,27 @@ class DriveSearch(BaseModel):
         *,
         scales: Scales | None = None,
         position: bool = False,
+        prefilter_hz: float | None = None,
     ) -> GPSettings:
         """The GP settings the search runs with (default preset: `resolved_preset`): the
         preset's units (`data`: from ``scales``, with the position error when the recording
         has a ``position``), with `paper` the paper's search on them
         (`models.drivetrain.gp.presets.paper_settings`), then the study's nominals (each
         replaces the preset's value and bounds), population, generations and test fraction;
-        without `final_stage` the preset's final stage is off (``final_top`` 0)."""
+        without `final_stage` the preset's final stage is off (``final_top`` 0). A
+        ``prefilter_hz`` (`flows.drive.inputs.prefilter_cutoff` of `prefilter` on the
+        recording) replaces the preset's cut-off; None keeps it."""
         preset = preset or self.resolved_preset()
         if preset is DrivePreset.data:
             if scales is None:
                 raise ValueError("the data preset needs the recording's scales")
-            base = data_settings(scales, position=position)
+            base = data_settings(scales, position=position, prefilter_hz=prefilter_hz)
         else:
             base = emps_settings() if preset is DrivePreset.emps else GPSettings()
+            if prefilter_hz is not None:
+                base = replace(
+                    base, identification=replace(base.identification, prefilter_hz=prefilter_hz)
+                )
         if self.paper:
             base = paper_settings(base)
         nominals = tuple(sorted({**dict(base.nominals), **self.nominals}.items()))
@@ -306,31 +331,6 @@ class DriveSearch(BaseModel):
         return replace(base, population=self.population, generations=self.generations,
                        test_fraction=self.test_fraction, nominals=nominals,
                        bounds=bounds, final_top=final_top)  # fmt: skip
-
-
-def fit_structure(value: list[str]) -> list[str]:
-    """A structure to fit as canonical submodel names; a ValueError names the element that is
-    not a submodel (its position and text) or the construction rule broken."""
-    from models.drivetrain.submodels import Submodel, parse_structure
-
-    # "{2,5,6,7}" (the paper's way), "2,5,6,7" in one form field, or one element each
-    value = [p.strip() for v in value for p in str(v).strip().strip("{}").split(",")]
-    value = [p.strip("{} ") for p in value if p.strip("{} ")]
-    if len(value) > 20:
-        raise ValueError(f"{len(value)} elements: a structure has at most 11 submodels")
-    for i, element in enumerate(value, 1):
-        try:
-            Submodel.parse(element)
-        except InputError:  # its message quotes the whole element: name it short instead
-            names = ", ".join(k.value for k in Submodel)
-            raise ValueError(
-                f"element {i} {element[:40]!r}{'...' if len(element) > 40 else ''}: not a "
-                f"submodel (a paper code 1..11 or a name: {names})"
-            ) from None
-    try:
-        return [k.value for k in parse_structure(value)]
-    except InputError as exc:
-        raise ValueError(str(exc)) from None
 
 
 class DriveFit(DriveSearch):
@@ -360,28 +360,15 @@ class DriveFit(DriveSearch):
 def check_search_recording(frame: pd.DataFrame, study: DriveSearch, source: str) -> None:
     """What the search will refuse, checked before any server starts (issue 28): a recording
     longer than `GREYLAB_MAX_DRIVE_SAMPLES` (`models.budget`), a constant or near-constant
-    input, and for the `data` preset scales that explain nothing (`recording_scales`)."""
+    input, for the `data` preset scales that explain nothing (`recording_scales`), and a
+    prefilter cut-off the recording cannot carry (`prefilter_cutoff`)."""
     from models import budget
     from models.drivetrain.scales import check_excitation
 
     budget.check_samples(len(frame), source)
     u, v = (frame[c].to_numpy(float) for c in ("torque_Nm", "velocity_rad_s"))
     check_excitation(u, velocity=v, source=source)
+    scales = None
     if study.resolved_preset() is DrivePreset.data:
-        recording_scales(frame, source=source)
-
-
-def recording_scales(recording: pd.DataFrame, *, source: str = "recording") -> Scales:
-    """The recording's own scales for the `data` preset (`models.drivetrain.scales`), checked
-    to give nominals; the error names the file (`source`) and the way out (a preset or typed
-    nominals)."""
-    try:
-        scales = estimate_scales(recording, source=source)
-        scales.nominals()
-    except InputError as exc:
-        text = str(exc) if str(exc).startswith(f"{source}:") else f"{source}: {exc}"
-        raise InputError(
-            f"{text}; name the parameters' magnitudes instead (--preset reference|emps, "
-            f"--nominal NAME=VALUE)"
-        ) from None
-    return scales
+        scales = recording_scales(frame, source=source)
+    prefilter_cutoff(study.prefilter, frame, scales=scales, source=source)

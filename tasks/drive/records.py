@@ -3,7 +3,8 @@
 Params: the study settings (with `paper`: the values the paper's search used), the data
 source, and `gp.<name>` / `gp.identification.<name>`: every GP setting the search runs with
 (`models.drivetrain.gp.GPSettings`, after the preset, the paper switch and the study's values);
-with the `data` preset `scales.<name>`, `scales.r2`, `scales.cutoff_hz` (the recording's own
+with the `data` preset `scales.<name>`, `scales.r2`, `scales.cutoff_hz`, `scales.prefilter_hz`,
+`scales.visible_hz` (the recording's own
 scales, `models.drivetrain.scales`).
 Per generation (stepped metrics, live while the search runs): `best_fitness`, `best_rss` of
 the best individual found so far; after the last generation, one step per move of the local
@@ -73,10 +74,14 @@ class DriveRecorder(Recorder):
 
     def scales(self, scales: Any) -> None:
         """`scales.<name>` (total inertia, friction, offset from the rigid-body fit),
-        `scales.r2` and `scales.cutoff_hz`: what the `data` preset centred the search on."""
+        `scales.r2` and `scales.cutoff_hz`: what the `data` preset centred the search on;
+        `scales.prefilter_hz` and `scales.visible_hz`: the spectrum's suggested prefilter
+        cut-off and the band it rests on (`--prefilter spectrum` runs with it)."""
         self.run.params({f"scales.{k}": f"{v:.6g}" for k, v in scales.values.items()}
                         | {"scales.r2": f"{scales.r2:.4f}",
-                           "scales.cutoff_hz": f"{scales.cutoff_hz:.4g}"})  # fmt: skip
+                           "scales.cutoff_hz": f"{scales.cutoff_hz:.4g}",
+                           "scales.prefilter_hz": f"{scales.prefilter_hz:.4g}",
+                           "scales.visible_hz": f"{scales.visible_hz:.4g}"})  # fmt: skip
 
     def generation(self, g: int, best: Any) -> None:
         self.run.metrics({"best_fitness": float(best.fitness), "best_rss": float(best.rss)}, step=g)

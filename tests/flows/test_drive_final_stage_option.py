@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from flows.drive.settings import DriveFit, DrivePreset, DriveSearch, recording_scales
+from flows.drive.inputs import recording_scales
+from flows.drive.settings import DriveFit, DrivePreset, DriveSearch
 from models.drivetrain import reference_recording
 
 

@@ -77,7 +77,7 @@ def test_constant_torque_identify_is_refused_by_name_before_any_work(reference, 
 
 
 def test_near_constant_torque_is_refused_by_name(reference) -> None:
-    from flows.drive.settings import recording_scales
+    from flows.drive.inputs import recording_scales
 
     frame = reference.assign(torque_Nm=0.5 + 1e-9 * np.sin(np.arange(len(reference))))
     with pytest.raises(InputError, match=r"lab.csv: column 'torque_Nm' is near-constant"):
@@ -87,7 +87,7 @@ def test_near_constant_torque_is_refused_by_name(reference) -> None:
 def test_a_scale_fit_that_explains_nothing_is_refused(reference) -> None:
     """Torque that is pure noise (uncorrelated with the motion): the best cutoff's fit reached
     R^2 0.3-0.44 by chance; below 0.5 nothing is explained."""
-    from flows.drive.settings import recording_scales
+    from flows.drive.inputs import recording_scales
 
     rng = np.random.default_rng(0)
     frame = reference.assign(torque_Nm=rng.normal(size=len(reference)))
