@@ -13,8 +13,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 import numpy as np
+
+from methods.press.lsq import linalg
 
 COND_JAC_MAX = 1e10  # cond(Jn) above this: the column directions are numerically dependent
 SQRT_EPS = float(np.sqrt(np.finfo(float).eps))
@@ -91,14 +94,16 @@ def stationarity(
     *,
     gtol: float = 1e-10,  # lm.Tolerances' defaults
     xtol: float = 1e-10,
+    unbounded: bool = False,
 ) -> Stationarity:
     """The convergence test of the module docstring for J (N, m, n_p), r (N, m), x (N, n_p);
     ``lo``/``hi`` (n_p,) the scaled box; ``noise`` (N, m) the rounding level of each residual
     (``eps (|sqrt(w) h| + |sqrt(w) z|)``), optional. The one implementation used by every
-    solver here."""
+    solver here. ``unbounded``: the caller's word that ``lo`` is -inf and ``hi`` +inf
+    everywhere (the single fit then skips the held-parameter masks at a finite point)."""
     with np.errstate(all="ignore"):  # runaway points overflow: they are flagged, not warned
         if J.shape[0] == 1:  # the single fit: the same arithmetic in fewer numpy calls
-            return _stationarity_one(J[0], r[0], x[0], lo, hi, noise, gtol, xtol)
+            return _stationarity_one(J[0], r[0], x[0], lo, hi, noise, gtol, xtol, unbounded)
         return _stationarity(J, r, x, lo, hi, noise, gtol, xtol)
 
 
@@ -182,36 +187,44 @@ def _stationarity_one(
     noise: np.ndarray | None,
     gtol: float,
     xtol: float,
+    unbounded: bool = False,
 ) -> Stationarity:
     """``_stationarity`` for one problem, J (m, n_p), r (m,), x (n_p,), ``noise`` (1, m): line
     by line its operations on the one row (2-D and 1-D arrays, the per-problem scalars as
-    Python floats, whose arithmetic is the same IEEE arithmetic), the result with N = 1."""
+    Python floats, whose arithmetic is the same IEEE arithmetic), the result with N = 1.
+    ``unbounded``: ``lo`` is -inf and ``hi`` +inf everywhere (the caller's word), so that no
+    parameter at a finite ``x`` is held."""
     m, n_p = J.shape
-    finite = bool(np.isfinite(r).all()) and bool(np.isfinite(J).all())
-    if not finite:
-        J, r = np.zeros_like(J), np.zeros_like(r)
+    J, r, JJ, rr, finite = _finite_squares(J, r)
     g = J.T @ r  # gradient of 1/2 ||r||^2
-    held = ((x <= lo) & (g > 0)) | ((x >= hi) & (g < 0))  # descent leaves the box: KKT ok
-    D = np.sqrt((J * J).sum(axis=0))  # column norms ||J_i||
-    Ds = np.where(D > 0, D, 1.0)
+    held: Any = None
+    if unbounded and math.isfinite(float(x.sum())):  # x <= -inf, x >= inf: nowhere
+        any_held = False
+    else:
+        held = ((x <= lo) & (g > 0)) | ((x >= hi) & (g < 0))  # descent leaves the box: KKT ok
+        any_held = bool(held.any())
+    D = np.sqrt(JJ)  # column norms ||J_i||
+    live = float(D.min()) > 0  # no dead column: np.where(D > 0, D, 1.0) has D's values
+    Ds = D if live else np.where(D > 0, D, 1.0)
     Jn = J / Ds
-    any_held = bool(held.any())
     if any_held:  # held columns out of Jn: identity rows and columns in G
         Jn = Jn * ~held
         G = Jn.T @ Jn + held[:, None] * np.eye(n_p)
     else:
         G = Jn.T @ Jn
-    w, V = np.linalg.eigh(G)
+    w, V = linalg.eigh(G)
     w0, w1 = float(w[0]), float(w[-1])
     cond = w1 / (w0 if w0 > 1e-300 else 1e-300) if w0 > 0 else math.inf
     if not cond != cond:  # np.sqrt(np.maximum(cond, 1.0)): NaN stays NaN
         cond = math.sqrt(cond) if cond > 1.0 else 1.0
-    dead = ((D <= 0) & ~held) if any_held else (D <= 0)
-    singular = bool(dead.any()) or not cond <= COND_JAC_MAX
+    if live:
+        singular = not cond <= COND_JAC_MAX
+    else:
+        dead = ((D <= 0) & ~held) if any_held else (D <= 0)
+        singular = bool(dead.any()) or not cond <= COND_JAC_MAX
     gn = np.where(held, 0.0, g / Ds) if any_held else g / Ds
     c = gn @ V  # V^T gn
     wi = 1.0 / np.maximum(w, 1e-300)
-    rr = float((r * r).sum())
     cw = c * wi
     pr2 = float((c * cw).sum())  # ||P_J r||^2 = gn^T G^-1 gn
     opt = math.sqrt(_max0(pr2) / rr) if rr > 0 else 0.0
@@ -240,6 +253,23 @@ def _stationarity_one(
         np.array([opt]), np.array([step]), np.array([cond]), np.array([code]),
         np.array([floor_ok and not singular and finite]), u[None],
     )  # fmt: skip
+
+
+def _finite_squares(
+    J: np.ndarray, r: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, bool]:
+    """``J``, ``r`` (zeros where either is not finite), the squared column norms of J, ``r^T
+    r`` and whether both were finite. The two sums of squares are finite only when every
+    element is (NaN and inf square to NaN and inf); the element-wise test only when they are
+    not (a square that overflows is no proof)."""
+    JJ = (J * J).sum(axis=0)
+    rr = float((r * r).sum())
+    if math.isfinite(rr + float(JJ.sum())) or (
+        bool(np.isfinite(r).all()) and bool(np.isfinite(J).all())
+    ):
+        return J, r, JJ, rr, True
+    J, r = np.zeros_like(J), np.zeros_like(r)
+    return J, r, (J * J).sum(axis=0), float((r * r).sum()), False
 
 
 def _max0(v: float) -> float:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from methods.press.lsq import linalg
+
 COND_MAX = 1e12
 
 
@@ -42,7 +44,7 @@ def _sym(a: np.ndarray) -> np.ndarray:
 def information_condition(M: np.ndarray, scale: np.ndarray) -> tuple[float, int, np.ndarray]:
     """Condition number, numerical rank and eigenvalues of the scaled information."""
     Ms = _sym(M * np.outer(scale, scale))
-    ev = np.linalg.eigvalsh(Ms)
+    ev = linalg.eigvalsh(Ms)
     top = max(float(ev[-1]), 0.0)
     rank = int(np.sum(ev > top * 1e-12)) if top > 0 else 0
     cond = float(top / ev[0]) if ev[0] > 0 else np.inf
@@ -64,10 +66,10 @@ def bard_covariance(M: np.ndarray, S: np.ndarray, scale: np.ndarray) -> Covarian
     D = np.diag(scale)
     Ms = _sym(D @ M @ D)
     As = _sym(D @ (M + S) @ D)
-    C1 = _sym(D @ np.linalg.inv(Ms) @ D)
-    if np.linalg.eigvalsh(As)[0] <= 0:
+    C1 = _sym(D @ linalg.inv(Ms) @ D)
+    if linalg.eigvalsh(As)[0] <= 0:
         warnings.append("A = J^T Omega J + S not positive definite: C falls back to C1")
         return CovarianceResult(C1, C1.copy(), M, S, cond, rank, True, False, tuple(warnings))
-    Ai = np.linalg.inv(As)
+    Ai = linalg.inv(As)
     C = _sym(D @ Ai @ Ms @ Ai @ D)
     return CovarianceResult(C, C1, M, S, cond, rank, True, True, tuple(warnings))

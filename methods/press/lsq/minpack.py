@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from methods.press.lsq import linalg
 from methods.press.lsq.lm import (
     _ORDER,
     ROUNDING_FACTOR,
@@ -186,7 +187,8 @@ def newton_polish(
     ``||P_J r|| / ||r||`` falls (or the test passes); the test at the end decides."""
     X = x[None]
     R, J, E = evaluate(X)
-    test = stationarity(J, R, X, lo, hi, E, gtol=tol.gtol, xtol=tol.xtol)
+    free = bool((lo == -np.inf).all() and (hi == np.inf).all())  # no parameter can be held
+    test = stationarity(J, R, X, lo, hi, E, gtol=tol.gtol, xtol=tol.xtol, unbounded=free)
     with np.errstate(all="ignore"):
         cost = 0.5 * float(R[0] @ R[0])
     n = 0
@@ -199,7 +201,7 @@ def newton_polish(
             noise = ROUNDING_FACTOR * float(np.abs(R[0]) @ E[0])
         if not (np.isfinite(cn) and np.isfinite(Jn).all()) or cn > cost + noise:
             break
-        tn = stationarity(Jn, Rn, Xn, lo, hi, En, gtol=tol.gtol, xtol=tol.xtol)
+        tn = stationarity(Jn, Rn, Xn, lo, hi, En, gtol=tol.gtol, xtol=tol.xtol, unbounded=free)
         n += 1
         if not (tn.converged[0] or tn.optimality[0] < test.optimality[0]):
             break  # no progress: keep the point before
@@ -216,8 +218,8 @@ def _newton_step(J: np.ndarray, r: np.ndarray, S: np.ndarray) -> np.ndarray | No
     Jn = J / D
     H = Jn.T @ Jn + S / np.outer(D, D)
     try:
-        L = np.linalg.cholesky(0.5 * (H + H.T))
+        L = linalg.cholesky(0.5 * (H + H.T))
     except np.linalg.LinAlgError:
         return None
     g = Jn.T @ r
-    return -np.linalg.solve(L.T, np.linalg.solve(L, g)) / D
+    return -linalg.solve(L.T, linalg.solve(L, g)) / D

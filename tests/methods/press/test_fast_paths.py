@@ -3,7 +3,9 @@
 - the convergence test of one problem (``convergence._stationarity_one``, what
   ``stationarity`` runs for N = 1) against the batched implementation (``_stationarity``), on
   random problems with held parameters, dependent and zero columns, zero, huge and non-finite
-  residuals, and on a stack of two problems;
+  residuals, and on a stack of two problems; with and without the caller's word that there are
+  no bounds (``unbounded``);
+- numpy's LAPACK gufuncs called directly (``methods.press.lsq.linalg``) against ``np.linalg``;
 - the table pivot from the frame's column arrays against the pivot by Series (a pandas
   without ``DataFrame._get_column_array``), on str, object and categorical sensor columns,
   nullable integer ids, a sensor subset; the ids' unique values by a sort against ``np.unique``;
@@ -19,7 +21,7 @@ import pandas as pd
 import pytest
 
 from methods.press import data as press_data
-from methods.press.lsq import convergence
+from methods.press.lsq import convergence, linalg
 from methods.press.lsq.core import EPS, _point_fn, _residual_fns, compile_model
 from methods.press.lsq.problem import LSProblem
 from tests.methods.press.helpers import Linear, table_from
@@ -75,10 +77,54 @@ def test_the_one_problem_test_is_the_batched_test_bit_for_bit() -> None:
         fast = convergence.stationarity(J, r, x, lo, hi, noise, gtol=gtol, xtol=xtol)
         assert not _same(slow, fast), (trial, _same(slow, fast))
         codes.add(int(fast.code[0]))
+        if not trial % 2:  # no bounds: the caller may say so (no held masks at a finite x)
+            if trial % 8 == 2:
+                x = x.copy()
+                x[0, 0] = np.inf if trial % 16 == 2 else -np.inf  # held after all
+            with np.errstate(all="ignore"):
+                slow = convergence._stationarity(J, r, x, lo, hi, noise, gtol, xtol)
+            free = convergence.stationarity(
+                J, r, x, lo, hi, noise, gtol=gtol, xtol=xtol, unbounded=True
+            )
+            assert not _same(slow, free), (trial, _same(slow, free))
     # every verdict of the test was exercised: none, gradient, step, singular, not finite
     order = list(convergence.StopReason)
     assert codes >= {-1} | {order.index(convergence.StopReason[k]) for k in
                             ("GRADIENT", "STEP", "SINGULAR", "NOT_FINITE")}  # fmt: skip
+
+
+def test_the_direct_lapack_calls_are_numpys_bit_for_bit() -> None:
+    rng = np.random.default_rng(17)
+    for trial in range(300):
+        n = int(rng.integers(1, 10))
+        A = rng.normal(size=(n + 3, n)) * 10.0 ** rng.integers(-6, 6, size=n)
+        G = A.T @ A
+        if trial % 3 == 1:
+            G = np.asfortranarray(G)  # another memory layout
+        b = rng.normal(size=n)
+        L = np.linalg.cholesky(G)
+        pairs = [
+            *zip(np.linalg.eigh(G), linalg.eigh(G)),
+            (np.linalg.eigvalsh(G), linalg.eigvalsh(G)),
+            (np.linalg.inv(G), linalg.inv(G)),
+            (L, linalg.cholesky(G)),
+            (np.linalg.solve(L.T, b), linalg.solve(L.T, b)),
+        ]
+        for u, v in pairs:
+            assert u.dtype == v.dtype and u.shape == v.shape and u.tobytes() == v.tobytes()
+    # failures raise numpy's errors, also under an errstate that ignores everything
+    with np.errstate(all="ignore"):
+        for call, message in (
+            (lambda: linalg.inv(np.zeros((3, 3))), "Singular matrix"),
+            (lambda: linalg.cholesky(-np.eye(2)), "Matrix is not positive definite"),
+            (lambda: linalg.solve(np.zeros((2, 2)), np.ones(2)), "Singular matrix"),
+        ):
+            with pytest.raises(np.linalg.LinAlgError, match=message):
+                call()
+    # anything else goes through np.linalg: a stack, another dtype
+    stack = np.stack([np.eye(2), 2.0 * np.eye(2)])
+    assert linalg.inv(stack).tobytes() == np.linalg.inv(stack).tobytes()
+    assert linalg.eigvalsh(np.eye(2, dtype=np.float32)).dtype == np.float32
 
 
 def test_a_stack_of_problems_still_takes_the_batched_test() -> None:
@@ -155,7 +201,7 @@ def test_minpack_residuals_at_unit_weights_are_the_weighted_formula(unit: bool) 
 
 def test_the_ids_unique_by_sort_are_numpys_unique() -> None:
     rng = np.random.default_rng(5)
-    cases = [rng.integers(-5, 40, size=n) for n in (1, 2, 17, 300)]
+    cases: list[np.ndarray] = [rng.integers(-5, 40, size=n) for n in (1, 2, 17, 300)]
     cases += [np.arange(250), np.zeros(9, dtype=np.int32), rng.integers(0, 9, 50).astype(np.uint8)]
     cases += [rng.normal(size=20).round(1), np.array([], dtype=int)]
     for ids in cases:
