@@ -110,9 +110,24 @@ def settings(args, rec=None) -> GPSettings:
         base = GPSettings(**size)
     if args.paper:  # the paper's search at the asked size (no prefilter: --prefilter-hz unused)
         return paper_settings(base, **size)
-    ident = replace(base.identification, prefilter_hz=args.prefilter_hz,
+    ident = replace(base.identification, prefilter_hz=prefilter_hz(args, rec),
                     screen_fraction=args.screen_fraction)  # fmt: skip
     return replace(base, identification=ident, polish_rounds=args.polish_rounds)
+
+
+def prefilter_hz(args, rec=None) -> float:
+    """``--prefilter-hz``: a cut-off in Hz, or ``spectrum``, the recording spectrum's own (as
+    ``greylab drive identify --prefilter spectrum``; without a recording yet: the default)."""
+    if args.prefilter_hz != "spectrum":
+        return float(args.prefilter_hz)
+    if rec is None:
+        return IdentificationSettings().prefilter_hz
+    from models.drivetrain.spectrum import prefilter_choice
+
+    t = rec["t_s"].to_numpy(float)
+    return prefilter_choice(
+        rec["velocity_rad_s"].to_numpy(float), (t[-1] - t[0]) / (t.size - 1)
+    ).cutoff_hz
 
 
 def show_generation(g: int, n: int, best) -> None:
@@ -147,7 +162,7 @@ def describe(args) -> str:
     return (f"population {args.population} x generations {args.generations}, "
             f"{'paper operators' if args.paper else 'default operators'}, noise "
             f"{args.noise_percent} % of range, prefilter "
-            f"{settings(args).identification.prefilter_hz} Hz, screen fraction "
+            f"{args.prefilter_hz}{'' if args.prefilter_hz == 'spectrum' else ' Hz'}, screen fraction "
             f"{args.screen_fraction}, polish rounds {settings(args).polish_rounds}, JIT cache "
             f"{args.jit_cache}, preset {args.preset}, boxes {args.boxes}")  # fmt: skip
 
@@ -235,7 +250,7 @@ def emps_gp_settings(args, frame) -> GPSettings:
                            **size)  # fmt: skip
         ident = gp.identification
     return replace(gp, polish_rounds=args.polish_rounds,
-                   identification=replace(ident, prefilter_hz=args.prefilter_hz,
+                   identification=replace(ident, prefilter_hz=prefilter_hz(args, frame),
                                           screen_fraction=args.screen_fraction))  # fmt: skip
 
 
@@ -313,7 +328,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--noise-percent", type=float, default=0.0)
-    parser.add_argument("--prefilter-hz", type=float, default=None)
+    parser.add_argument("--prefilter-hz", "--prefilter", default=None,
+                        help="cut-off in Hz (0: none) or spectrum: the recording's own")  # fmt: skip
     parser.add_argument(
         "--screen-fraction",
         type=float,
@@ -344,6 +360,11 @@ def main() -> None:
         args.preset = "data" if args.mode == "emps" else "reference"
     if args.prefilter_hz is None:
         args.prefilter_hz = IdentificationSettings().prefilter_hz
+    elif args.prefilter_hz != "spectrum":
+        try:
+            args.prefilter_hz = float(args.prefilter_hz)
+        except ValueError:
+            parser.error(f"--prefilter-hz {args.prefilter_hz!r}: a cut-off in Hz or spectrum")
     bench = Bench(f"drive_search-{args.mode}", "drive", args.repeats, args.json)
     for _ in bench.runs():
         {"speed": speed, "rates": rates, "emps": emps}[args.mode](args, bench)
