@@ -9,6 +9,8 @@ the truth and at least as many inertias, and more of something); ``simpler`` (th
 ``truth_in_search(search, truth)``: the search's own evaluation of the true structure, if it
 identified it (generations or the local search at the end), else None.
 
+``show_search(row, load)``: one machine's line, with ``gain_line`` (the answer's friction gain).
+
 ``evidence_line(selection)``: the search's choice by the data's evidence (its
 ``selection_``) as a second line (starting with a newline), or "" when it chose by the
 fitness alone.
@@ -59,3 +61,27 @@ def evidence_line(selection: dict | None) -> str:
                       f"{mv['level']:.2g})" for mv in sel["moves"]) or "none"  # fmt: skip
     return (f"\n      evidence: {sel['n_eff']:.4g} effective samples, {sel['m']} richer "
             f"candidates, moves: {moves}")  # fmt: skip
+
+
+def gain_line(gain: dict | None) -> str:
+    """The answer's friction gain (``StructureSearch.friction_gain_``, with the machine's)."""
+    if not gain:
+        return ""
+    how = "estimated" if gain.get("estimated") else "fixed"
+    return (f"; gain {gain['f_tanh']:.4g} ({how}, preset {gain['preset_f_tanh']:.4g}, machine "
+            f"{gain.get('machine_f_tanh', float('nan')):.4g})")  # fmt: skip
+
+
+def show_search(r: dict, load: float) -> None:
+    """One machine's line of ``drive_recovery search`` (``load``: the 1-minute load)."""
+    t = r["truth_in_search"]
+    inner = ("truth not tried" if t is None else f"truth in search fitness {t['fitness']:.4g} "
+             f"RSS {t['rss']:.4g}{'' if t['refined'] else ' (screened only)'}")  # fmt: skip
+    a = r.get("truth_alone")
+    alone = (f", truth alone fitness {a['fitness']:.4g} RSS {a['rss']:.4g} d {a.get('d', '?')}"
+             f" gain {a.get('f_tanh', float('nan')):.4g}" if a else "")  # fmt: skip
+    par = (f", ident {r['ident']:.2g}, outside 95 % {','.join(r['outside']) or '-'}"
+           if "ident" in r else "") + gain_line(r.get("gain")) + r.get("evidence", "")  # fmt: skip
+    print(f"  #{r['machine']:2d} {r['kind']}: found {r['found']} [{r['relation']}] fitness "
+          f"{r['fitness']:.4g} RSS {r['rss']:.4g} d {r['d']}; {inner}{alone}{par} "
+          f"({r['wall_s']:.0f} s, load {load:.1f})", flush=True)  # fmt: skip

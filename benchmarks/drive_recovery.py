@@ -57,6 +57,7 @@ from methods.errors import InputError
 from models.drivetrain import reference_recording
 from models.drivetrain import submodels as kit
 from models.drivetrain.friction_gain import profile_friction_gain
+from models.drivetrain.gp import final_gain
 from models.drivetrain.gp.evaluate import IndividualSpec, identify
 from models.drivetrain.gp.objective import Objective
 from models.drivetrain.gp.recording import as_arrays
@@ -72,14 +73,18 @@ SPECTRUM = False  # --prefilter spectrum: the cut-off the recording's spectrum s
 CONTINUE = True  # --continuation off: without drive fit's continuations (the search's fit)
 
 
-def identify_truth(structure, rec):
+def identify_truth(structure, rec, stage: bool = False):
     """(evaluation, settings) of the true structure alone with the data preset (with
     ``--friction-gain profile``: over the friction gain, ``models.drivetrain.friction_gain``;
-    the settings returned carry the chosen gain)."""
+    the settings returned carry the chosen gain; ``stage``: over the gain as the search's final
+    stage identifies, ``gp.final_gain``)."""
     gp = preset_settings(rec, WIDE, SPECTRUM, position="position_rad" in rec)
     gp = continued(gp) if CONTINUE else gp
     start = tuple(sorted((sp.name, sp.nominal) for k in structure for sp in gp.specs(k)))
     spec = IndividualSpec(tuple(structure), start, refine_above=0.0)
+    if stage:
+        ev = final_gain.identify_over_gain(spec, as_arrays(rec), gp, seed=0)
+        return ev, replace(gp, f_tanh=final_gain.gain_of(ev, gp.f_tanh))
     if not PROFILE_GAIN:
         return identify(spec, as_arrays(rec), gp, seed=0), gp
     prof = profile_friction_gain(spec, as_arrays(rec), gp, seed=0)
@@ -232,12 +237,15 @@ def search_one(i: int, m, rec, args) -> dict:
     pmap, t0 = ProcessMap(args.workers), time.perf_counter()
     try:
         s = StructureSearch(gp.population, gp.generations, args.seed, gp.test_fraction,
-                            settings=gp, submit_batch=pmap.submit).fit(rec)  # fmt: skip
+                            settings=gp, submit_batch=pmap.submit,
+                            friction_gain=args.search_gain).fit(rec)  # fmt: skip
     finally:
         pmap.close()
     row = {"machine": i, "kind": m.kind, "found": "+".join(s.best_structure_),
            "relation": relation(s.best_structure_, m.structure), "wall_s": time.perf_counter() - t0,
-           "fitness": s.best_fitness_, "rss": s.best_rss_, "d": s.best_evaluation_.n_params}  # fmt: skip
+           "fitness": s.best_fitness_, "rss": s.best_rss_, "d": s.best_evaluation_.n_params,
+           "gain": s.friction_gain_ | {"machine_f_tanh": m.f_tanh}}  # fmt: skip
+    gp = replace(gp, f_tanh=s.settings.f_tanh)  # the answer's gain (chosen by the stage)
     row["evidence"] = (evidence_line(getattr(s, "selection_", None))  # the evidence's choice
                        + f"; prefilter {gp.identification.prefilter_hz:g} Hz")  # fmt: skip
     t = truth_in_search(s, m.structure)
@@ -246,25 +254,15 @@ def search_one(i: int, m, rec, args) -> dict:
         row |= interval_check(m.structure, m.params, s.best_parameters_, rec, gp,
                               s.best_evaluation_.n_sub)  # fmt: skip
     elif args.diagnose:
-        alone, _ = identify_truth(m.structure, rec)
-        row["truth_alone"] = {"fitness": alone.fitness, "rss": alone.rss}
+        alone, g = identify_truth(m.structure, rec, stage=s.friction_gain_["profiled"])
+        row["truth_alone"] = {"fitness": alone.fitness, "rss": alone.rss, "f_tanh": g.f_tanh,
+                              "d": alone.n_params}  # fmt: skip
     return row
 
 
-def show_search(r: dict) -> None:
-    t = r["truth_in_search"]
-    inner = ("truth not tried" if t is None else f"truth in search fitness {t['fitness']:.4g} "
-             f"RSS {t['rss']:.4g}{'' if t['refined'] else ' (screened only)'}")  # fmt: skip
-    alone = (f", truth alone fitness {r['truth_alone']['fitness']:.4g} RSS "
-             f"{r['truth_alone']['rss']:.4g}" if "truth_alone" in r else "")  # fmt: skip
-    par = (f", ident {r['ident']:.2g}, outside 95 % {','.join(r['outside']) or '-'}"
-           if "ident" in r else "") + r.get("evidence", "")  # fmt: skip
-    print(f"  #{r['machine']:2d} {r['kind']}: found {r['found']} [{r['relation']}] fitness "
-          f"{r['fitness']:.4g} RSS {r['rss']:.4g} d {r['d']}; {inner}{alone}{par} "
-          f"({r['wall_s']:.0f} s, load {os.getloadavg()[0]:.1f})", flush=True)  # fmt: skip
-
-
 def run_search(args, bench: Bench) -> None:
+    from benchmarks._search_diagnosis import show_search
+
     for _ in bench.runs():
         rng = np.random.default_rng(args.seed)
         rows, kinds = [], Counter[str]()
@@ -276,7 +274,7 @@ def run_search(args, bench: Bench) -> None:
             except InputError:
                 kinds["refused by the scales"] += 1
                 continue
-            show_search(rows[-1])
+            show_search(rows[-1], os.getloadavg()[0])
             r = rows[-1]
             if r["relation"] != "same":
                 kinds[f"another structure ({r['relation']})"] += 1
@@ -371,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--noise-percent", type=float, default=0.5)
     parser.add_argument("--boxes", choices=["wide", "narrow"], default="wide")
     parser.add_argument("--friction-gain", choices=["fixed", "profile"], default="fixed")
+    parser.add_argument("--search-gain", choices=["auto", "fixed", "profile"], default="auto",
+                        help="search: the friction gain in the final stage (gp.final_gain)")  # fmt: skip
     parser.add_argument("--continuation", choices=["on", "off"], default="on")
     parser.add_argument("--prefilter", choices=["default", "spectrum"], default="default",
                         help="the data preset's 25 Hz, or the recording's spectrum's cut-off")  # fmt: skip

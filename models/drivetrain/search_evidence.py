@@ -4,7 +4,14 @@ reusing the fits the search already made (``models.drivetrain.structure_fit`` do
 identifying and the evidence of one structure). A search that chose its answer by the data's
 evidence (``GPSettings.final_alpha``) shows the rival table by that same rule on its fitness
 RSS (:func:`search_rival_table`), so the table's preferred structure and the answer agree
-on the same fits."""
+on the same fits.
+
+A search whose final stage chose the friction gain (``gp.final_gain``) carries the answer's
+gain in ``search.settings``: the intervals are those at that gain (given the gain: its own
+uncertainty is not in them), the rivals the search never refined are fitted at it, and the
+search-rule table takes each fit's own RSS and parameter count (``d + 1`` where the gain was
+estimated). The velocity error's table (its BIC note) simulates every rival at the answer's
+gain, also one the stage fitted at another: that note is then only approximate."""
 
 from __future__ import annotations
 

@@ -29,6 +29,11 @@ lowest p against the current answer. The next round's simpler neighbours and ric
 candidates are those of the answer the rule chose. ``StructureSearch.selection_`` records the
 count, the level and the moves.
 
+Over the friction gain (``gp.final_gain``, the ``data`` preset's default): every fit of the
+stage with Coulomb or Stribeck friction is profiled over the gain, and a fit at a gain it chose
+counts it as a parameter (``n_params`` ``d + 1``, in the fitness and the F-test); the rows say
+the gain (``f_tanh``) and whether it was estimated (``gain_estimated``).
+
 Deterministic for a seed: the candidates are ordered, each identification is seeded by its
 spec (``evaluate.spec_seed``), and the fits run on the search's own task runner.
 """
@@ -41,7 +46,7 @@ from typing import Any
 
 import pandas as pd
 
-from models.drivetrain.gp import selection
+from models.drivetrain.gp import final_gain, selection
 from models.drivetrain.gp.evaluate import Evaluation, IndividualSpec
 from models.drivetrain.gp.operators import from_structure, simplifications
 from models.drivetrain.gp.settings import GPSettings
@@ -101,15 +106,19 @@ def candidates(
     return [(key(s), sp) for s, sp in sorted(out.items()) if s not in done]
 
 
-COLUMNS = ["round", "codes", "names", "fitness", "rss", "n_params", "n_sub", "wall_s", "chosen"]
+COLUMNS = ["round", "codes", "names", "fitness", "rss", "n_params", "n_sub", "wall_s", "chosen",
+           "f_tanh", "gain_estimated"]  # fmt: skip
 
 
-def rows(evaluations: list[Evaluation], round_: int) -> list[dict]:
-    """The ``final_`` rows of one round's fits (``chosen`` set by the search at the end)."""
+def rows(evaluations: list[Evaluation], round_: int, f_tanh: float = 0.0) -> list[dict]:
+    """The ``final_`` rows of one round's fits (``chosen`` set by the search at the end;
+    ``f_tanh`` the gain of the fit, ``gain_estimated`` whether the stage chose it and counts
+    it in ``n_params``, ``gp.final_gain``; ``f_tanh``: the search's gain)."""
     return [{"round": round_, "codes": ",".join(map(str, ev.codes)),
              "names": ",".join(ev.structure), "fitness": ev.fitness, "rss": ev.rss,
              "n_params": ev.n_params, "n_sub": ev.n_sub, "wall_s": ev.wall_s,
-             "chosen": False} for ev in evaluations]  # fmt: skip
+             "chosen": False, "f_tanh": final_gain.gain_of(ev, f_tanh),
+             "gain_estimated": final_gain.estimated(ev)} for ev in evaluations]  # fmt: skip
 
 
 def richer_jobs(
@@ -155,7 +164,7 @@ def run(
         dispatch.run(jobs)
         evals = [dispatch.cache[k] for k, _ in jobs]
         done |= {ev.structure for ev in evals}
-        table += rows(evals, r)
+        table += rows(evals, r, settings.f_tanh)
         for ev in evals:
             k = json.dumps(list(ev.structure))
             if k not in cache or ev.fitness > cache[k].fitness:

@@ -40,10 +40,12 @@ import numpy as np
 import pandas as pd
 
 from methods.errors import InputError
-from models.drivetrain.gp import finalists, selection
+from models.drivetrain.gp import final_gain, finalists, selection
 from models.drivetrain.gp.breeding import initial_population, offspring
 from models.drivetrain.gp.checkpoint import FILE as CHECKPOINT_FILE
 from models.drivetrain.gp.checkpoint import data_fingerprint, load_checkpoint, save_checkpoint
+from models.drivetrain.gp.checkpoint_fields import evaluation as _evaluation
+from models.drivetrain.gp.checkpoint_fields import threshold as _threshold
 from models.drivetrain.gp.dispatch import Dispatcher, MapBatches, SubmitBatch
 from models.drivetrain.gp.dispatch import serial_map as serial_map  # re-exported
 from models.drivetrain.gp.evaluate import (
@@ -70,7 +72,8 @@ class StructureSearch:
     -> results`` evaluates batches (lists of :class:`IndividualSpec`) possibly in parallel, or
     ``submit_batch(fn, batch) -> future`` starts one (``future.result()``: its evaluations);
     the search is the same on either, only ``submit_batch`` lets work overlap the breeding;
-    ``batch_size`` individuals per batch; ``checkpoint_dir`` enables resume; ``progress(g,
+    ``friction_gain`` (``auto``, ``fixed``, ``profile``): the friction gain profiled in the
+    final stage (``gp.final_gain``); ``batch_size`` individuals per batch; ``checkpoint_dir`` enables resume; ``progress(g,
     n_generations, best: Evaluation)`` is called after every generation.
 
     Fitted attributes: ``best_structure_`` (names), ``best_codes_``, ``best_parameters_``,
@@ -81,7 +84,8 @@ class StructureSearch:
     ``chosen`` where it moved, see ``GPSettings.polish_rounds``),
     ``final_`` (the final stage's fits, ``GPSettings.final_top``) and ``selection_`` (its
     choice by the data's evidence, ``GPSettings.final_alpha``: effective samples, level,
-    moves), ``best_output_`` (the best model's simulated velocity over the whole recording, from the
+    moves), ``friction_gain_`` (the answer's friction gain, ``gp.final_gain.record``; the
+    settings carry it), ``best_output_`` (the best model's simulated velocity over the whole recording, from the
     measured initial velocity), ``model_`` (the best model as a product,
     ``models.drivetrain.product.DriveModel``), ``n_evaluations_``, ``resumed_from_``.
 
@@ -102,12 +106,14 @@ class StructureSearch:
         batch_size: int = 1,
         checkpoint_dir: str | Path | None = None,
         progress: Callable[[int, int, Evaluation], None] | None = None,
+        friction_gain: str = "auto",
         **overrides: Any,
     ) -> None:
         base = settings or GPSettings()
         self.settings = replace(base, population=population, generations=generations,
                                 test_fraction=test_fraction, **overrides)  # fmt: skip
-        self.seed = int(seed)
+        final_gain.profiles(self.settings, friction_gain)  # an unknown mode: InputError
+        self.friction_gain, self._preset, self.seed = friction_gain, self.settings, int(seed)
         self.map_batches, self.submit_batch = map_batches, submit_batch
         self.batch_size = max(1, int(batch_size))
         self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
@@ -171,14 +177,17 @@ class StructureSearch:
 
     def _dispatcher(
         self, data: RecordingArrays, settings: GPSettings | None = None,
-        cache: dict[str, Evaluation] | None = None,
+        cache: dict[str, Evaluation] | None = None, over_gain: bool = False,
     ) -> Dispatcher:  # fmt: skip
         """The search's dispatcher (``settings``, ``cache``: the search's unless given):
         workers get the data (or, for a stored recording, its path and hash: they read the
-        file once each), settings and seed with every batch."""
+        file once each), settings and seed with every batch; ``over_gain``: they identify
+        over the friction gain (``gp.final_gain``)."""
         fn: Callable[[list[IndividualSpec]], list[Evaluation]]
         settings = settings or self.settings
-        if isinstance(self._recording, RecordingFile):
+        if over_gain:
+            fn = final_gain.batch_function(self._recording, data, settings, self.seed)
+        elif isinstance(self._recording, RecordingFile):
             fn = functools.partial(
                 evaluate_stored, recording=self._recording, settings=settings, seed=self.seed
             )
@@ -193,7 +202,7 @@ class StructureSearch:
         """Run (or resume) the search on a drive recording; returns ``self``."""
         data = as_arrays(recording)
         self._recording = recording
-        s = self.settings
+        s = self.settings = self._preset  # the preset's gain (a fit may have chosen another)
         self._cache: dict[str, Evaluation] = {}
         self._resumed_above: dict[str, float | None] = {}  # see _restore
         self._dispatch = self._dispatcher(data)
@@ -333,13 +342,17 @@ class StructureSearch:
         the search's task runner, its answer by the data's evidence with ``final_alpha``
         (``models.drivetrain.gp.selection``); ``final_``: its rows; ``selection_``: the
         effective sample count, the level, the richer candidates the answer was tested
-        against (``m``) and the evidence's moves."""
-        s = self.settings
-        dispatch = self._dispatcher(data, finalists.final_settings(s), {}) if s.final_top else None
+        against (``m``) and the evidence's moves. Over the friction gain (``gp.final_gain``)
+        the settings take the answer's gain."""
+        s, over = self.settings, final_gain.profiles(self.settings, self.friction_gain)
+        fs = finalists.final_settings(s)
+        dispatch = self._dispatcher(data, fs, {}, over) if s.final_top else None
         n_eff = selection.search_count(best, data, s) if dispatch and s.final_alpha > 0 else 0.0
         best, self.final_, steps = finalists.run(best, self._cache, s, dispatch, n_eff)
         self.selection_ = selection.record(best, list(self._cache.values()), n_eff, s, steps)
         self._n_final = dispatch.n_identifications if dispatch else 0
+        self.friction_gain_ = final_gain.record(best, s, self.friction_gain, over)
+        self.settings = replace(s, f_tanh=self.friction_gain_["f_tanh"])
         return best
 
     def _finish(
@@ -380,20 +393,7 @@ class StructureSearch:
                 "parameters": self.best_parameters_, "rss": self.best_rss_,
                 "fitness": self.best_fitness_, "generations": self.settings.generations,
                 "settings": self.settings.to_dict(), "seed": self.seed,
-                "state_space": self.state_space_}  # fmt: skip
-
-
-def _threshold(value: Any) -> float | None:
-    """A refinement threshold read from a checkpoint: None or a number (not NaN)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
-        raise ValueError(f"not a fitness threshold: {value!r}")
-    return float(value)
-
-
-def _evaluation(d: dict) -> Evaluation:
-    return Evaluation(**{**d, "structure": tuple(d["structure"]), "codes": tuple(d["codes"])})
+                "state_space": self.state_space_, "friction_gain": self.friction_gain_}  # fmt: skip
 
 
 def _codes(ev: Evaluation) -> str:

@@ -29,6 +29,18 @@ Residuals that are not white (model error, not noise) carry still fewer: the AR(
 the answer's raw residual (``structure_fit.effective_samples``, as the evidence counts them)
 when its whiteness test fails; the smaller of the two is used.
 
+The friction gain (``gp.final_gain``). A fit whose friction tanh gain the final stage chose by
+profiling counts it as a parameter: ``n_params`` is ``d + 1``, so the tests below use
+``d + 1`` for it (profiling is a least-squares fit of one more parameter, the gain, nested
+around the others: the RSS it reaches falls with it as with any fitted parameter). Two
+caveats the F-test's ``p`` does not carry. (i) Nesting: a richer structure profiled over the
+gain contains a simpler one fitted at any gain, but a richer one fitted at the preset's gain
+does not contain a simpler one fitted at another gain: such a pair is not nested, and the test
+is only a yardstick there (a richer fit that fits worse gets p = 1, one that fits better is
+tested as if nested). (ii) A gain is not identified
+where the friction it smooths vanishes (``M_C -> 0``): the null hypothesis then lies on the
+boundary, where the F distribution is only approximate (conservative for counting the gain).
+
 Pure functions of evaluations and arrays; ``finalists`` applies them in the search's final
 stage, ``search_evidence`` to the rival table the user sees (the same rule on the same fits).
 """
@@ -42,6 +54,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from models.drivetrain.evidence import f_test
+from models.drivetrain.gp import final_gain
 from models.drivetrain.gp.evaluate import Evaluation, RecordingArrays
 from models.drivetrain.gp.settings import GPSettings
 from models.drivetrain.gp.signals import initial_velocity, split_index
@@ -170,7 +183,11 @@ def record(
     steps: Sequence[Step],
 ) -> dict:  # fmt: skip
     """``StructureSearch.selection_``: the count, the level (0: the fitness alone), the number
-    ``m`` of refined structures richer than the ``answer`` it was tested against, the moves."""
+    ``m`` of refined structures richer than the ``answer`` it was tested against, the moves;
+    the answer's friction gain ``f_tanh`` and whether the final stage estimated it
+    (``gain_estimated``: then ``n_params`` counts it, ``gp.final_gain``)."""
     m = sum(ev.n_params > answer.n_params for ev in best_fits(evaluations))
     return {"n_eff": n_eff, "alpha": settings.final_alpha if n_eff else 0.0, "m": int(m),
-            "moves": [st.to_dict() for st in steps]}  # fmt: skip
+            "moves": [st.to_dict() for st in steps],
+            "f_tanh": final_gain.gain_of(answer, settings.f_tanh),
+            "gain_estimated": final_gain.estimated(answer)}  # fmt: skip

@@ -1,0 +1,135 @@
+"""The friction gain chosen by the fit in the search's final stage (issue 26,
+``StructureSearch(friction_gain=...)``; docs/methods.md §2.8, docs/drive.md "The friction gain
+in the final stage").
+
+Why: the kit smooths Coulomb and Stribeck friction with ``tanh(f_tanh dq)``, ``f_tanh`` a model
+constant the ``data`` preset fixes at ``100 / v_max`` rounded; a machine whose friction turns
+over faster or slower cannot be fitted by its own structure, and a richer one (a current loop,
+a Stribeck term, a gravity torque) makes up for it: on the recovery benchmark's seed 1 the
+truth's own fit was worse than the wrong answer's on 4 of 8 machines.
+
+What: in the final stage (``gp.finalists``) every structure with Coulomb or Stribeck friction
+is identified over the gain (``friction_gain.warm_profile``: the stage's own fit at the
+preset's gain, then warm refits at other gains). The gain is then one more estimated parameter:
+profiling over it is a least-squares fit of ``f_tanh`` too (a one-dimensional search nested
+around the others), so the profiled fit counts ``d + 1`` parameters, in the fitness's penalty
+(eq. 19) as in the evidence's F-test (``gp.selection``). The fit at the preset's gain is a
+model of its own, with ``d``: the stage keeps whichever of the two is fitter by eq. 19 (a gain
+whose RSS gain does not pay for its parameter is not taken). Each result is a
+:class:`GainEvaluation` (an ``Evaluation`` with the gain it was fitted at, whether the gain
+was estimated, and the profile); a structure without smoothed friction is identified once.
+
+When: ``friction_gain="auto"`` (``StructureSearch``'s default) profiles in a search with the
+final stage and the evidence's choice (``final_top > 0`` and ``final_alpha > 0``: the
+``data`` preset, what a user's recording gets); the reference and EMPS presets and
+``--paper`` have no final stage and are unchanged; ``"fixed"`` never profiles, ``"profile"``
+whenever there is a final stage.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from models.drivetrain.gp.evaluate import Evaluation, IndividualSpec, RecordingArrays, identify
+from models.drivetrain.gp.recording import RecordingFile
+from models.drivetrain.gp.settings import GPSettings
+
+MODES = ("auto", "fixed", "profile")
+
+
+@dataclass(frozen=True)
+class GainEvaluation(Evaluation):
+    """An ``Evaluation`` of the final stage with its friction gain: ``f_tanh`` the gain the
+    parameters were fitted at, ``gain_estimated`` whether it was (``n_params`` then counts it,
+    and ``fitness`` charges it), ``gain_profile`` every ``(f_tanh, rss)`` tried."""
+
+    f_tanh: float = 0.0
+    gain_estimated: bool = False
+    gain_profile: tuple[tuple[float, float], ...] = ()
+
+
+def profiles(settings: GPSettings, mode: str) -> bool:
+    """Whether a search with ``settings`` profiles the gain in its final stage (module
+    docstring: ``auto`` on with the final stage and the evidence's choice)."""
+    if mode not in MODES:
+        from methods.errors import InputError
+
+        raise InputError(f"friction_gain must be one of {', '.join(MODES)}, got {mode!r}")
+    if settings.final_top <= 0 or mode == "fixed":
+        return False
+    return mode == "profile" or settings.final_alpha > 0
+
+
+def identify_over_gain(
+    spec: IndividualSpec, data: RecordingArrays, settings: GPSettings, seed: int = 0
+) -> Evaluation:
+    """``spec`` identified over the friction gain (module docstring): the fitter by eq. 19 of
+    the fit at ``settings.f_tanh`` (``d`` parameters) and the profile's best (``d + 1``), with
+    the profile's simulations and wall time summed; a structure without smoothed friction is
+    identified once (a plain ``Evaluation``)."""
+    from models.drivetrain.friction_gain import SMOOTHED, warm_profile  # it imports this package
+
+    if not SMOOTHED & set(spec.structure):
+        return identify(spec, data, settings, seed)
+    prof = warm_profile(spec, data, settings, seed)
+    centre, best = prof.centre or prof.evaluation, prof.evaluation
+    d, k = best.n_params, settings.k_p
+    cost = {"nfev": prof.nfev, "wall_s": prof.wall_s}
+    plain = _with_gain(centre, settings.f_tanh, False, prof.profile, **cost)
+    if best is centre:
+        return plain
+    estimated = _with_gain(best, prof.f_tanh, True, prof.profile, **cost, n_params=d + 1,
+                           fitness=best.fitness * (1.0 + k * d) / (1.0 + k * (d + 1)))  # fmt: skip
+    return estimated if estimated.fitness > plain.fitness else plain
+
+
+def _with_gain(
+    ev: Evaluation, f_tanh: float, estimated: bool, profile: tuple, **changes: Any
+) -> GainEvaluation:
+    values = {f.name: getattr(ev, f.name) for f in fields(Evaluation)}
+    out = GainEvaluation(**values, f_tanh=float(f_tanh), gain_estimated=estimated,
+                         gain_profile=tuple(profile))  # fmt: skip
+    return replace(out, **changes)
+
+
+def evaluate_batch(
+    batch: list[IndividualSpec], data: RecordingArrays, settings: GPSettings, seed: int = 0
+) -> list[Evaluation]:
+    """:func:`identify_over_gain` for every spec of a batch (pure, picklable)."""
+    return [identify_over_gain(spec, data, settings, seed) for spec in batch]
+
+
+def evaluate_stored(
+    batch: list[IndividualSpec], recording: RecordingFile, settings: GPSettings, seed: int = 0
+) -> list[Evaluation]:
+    """:func:`evaluate_batch` on a stored recording, read once per worker process."""
+    return evaluate_batch(batch, recording.arrays(), settings, seed)
+
+
+def batch_function(recording: Any, data: RecordingArrays, settings: GPSettings, seed: int) -> Any:
+    """The stage's picklable batch evaluator over the gain (a stored recording: its path)."""
+    if isinstance(recording, RecordingFile):
+        return functools.partial(evaluate_stored, recording=recording, settings=settings,
+                                 seed=seed)  # fmt: skip
+    return functools.partial(evaluate_batch, data=data, settings=settings, seed=seed)
+
+
+def gain_of(ev: Evaluation, default: float) -> float:
+    """The gain ``ev`` was fitted at (``default``: the search's, for a plain evaluation)."""
+    return float(ev.f_tanh) if isinstance(ev, GainEvaluation) else float(default)
+
+
+def estimated(ev: Evaluation) -> bool:
+    return isinstance(ev, GainEvaluation) and ev.gain_estimated
+
+
+def record(best: Evaluation, settings: GPSettings, mode: str, profiled: bool) -> dict:
+    """``StructureSearch.friction_gain_``: the mode, whether the stage profiled, the preset's
+    gain, the answer's (``f_tanh``: the model's), whether it was estimated, its profile."""
+    return {"mode": mode, "profiled": bool(profiled), "preset_f_tanh": float(settings.f_tanh),
+            "f_tanh": gain_of(best, settings.f_tanh), "estimated": estimated(best),
+            "profile": [[g, r if math.isfinite(r) else None]
+                        for g, r in getattr(best, "gain_profile", ())]}  # fmt: skip
