@@ -11,6 +11,7 @@ threshold ``cond > 1e12`` does not depend on parameter units.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,10 +44,10 @@ def _sym(a: np.ndarray) -> np.ndarray:
 
 def information_condition(M: np.ndarray, scale: np.ndarray) -> tuple[float, int, np.ndarray]:
     """Condition number, numerical rank and eigenvalues of the scaled information."""
-    Ms = _sym(M * np.outer(scale, scale))
+    Ms = _sym(M * (scale[:, None] * scale))  # np.outer's product
     ev = linalg.eigvalsh(Ms)
     top = max(float(ev[-1]), 0.0)
-    rank = int(np.sum(ev > top * 1e-12)) if top > 0 else 0
+    rank = int((ev > top * 1e-12).sum()) if top > 0 else 0
     cond = float(top / ev[0]) if ev[0] > 0 else np.inf
     return cond, rank, ev
 
@@ -56,7 +57,7 @@ def bard_covariance(M: np.ndarray, S: np.ndarray, scale: np.ndarray) -> Covarian
     n = M.shape[0]
     cond, rank, _ = information_condition(M, scale)
     warnings: list[str] = []
-    if rank < n or not np.isfinite(cond) or cond > COND_MAX:
+    if rank < n or not math.isfinite(cond) or cond > COND_MAX:
         inf = np.full((n, n), np.inf)
         warnings.append(
             f"information matrix singular or near-singular (rank {rank} of {n}, cond {cond:.3g}):"

@@ -120,12 +120,18 @@ def minpack_lm(point: Point, x0: np.ndarray, *, max_iter: int) -> MinpackResult 
 def _compiled_lmder() -> Callable | None:
     """scipy's compiled ``lmder`` entry point (``fcn, Dfun, x0, args, full_output, col_deriv,
     ftol, xtol, gtol, maxfev, factor, diag``; what ``leastsq`` and ``least_squares`` call), or
-    None when this scipy has none."""
-    try:
-        from scipy.optimize._minpack import _lmder  # imported on use (light model products)
-    except ImportError:
-        return None
-    return _lmder if callable(_lmder) else None
+    None when this scipy has none; looked up once (imported on first use: a model product that
+    never fits stays light)."""
+    if not _LMDER:
+        try:
+            from scipy.optimize._minpack import _lmder
+        except ImportError:
+            _lmder = None
+        _LMDER.append(_lmder if callable(_lmder) else None)
+    return _LMDER[0]
+
+
+_LMDER: list[Callable | None] = []  # the lookup's answer, once made
 
 
 @dataclass(frozen=True)
