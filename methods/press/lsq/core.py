@@ -19,7 +19,7 @@ import threading
 import warnings
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from types import SimpleNamespace
 from typing import Any
@@ -28,12 +28,14 @@ import casadi as ca
 import numpy as np
 
 from methods.errors import InputError
+from methods.press.lsq.evaluation import EPS, _point_fn, _residual_fns, residual_fns
 from methods.press.lsq.lm import StopReason, Tolerances, levenberg_marquardt
 from methods.press.lsq.minpack import minpack_first
 from methods.press.lsq.problem import LSProblem
 from methods.timeouts import call_with_time_limit
 
-EPS = float(np.finfo(float).eps)
+__all__ = ["EPS", "CompiledModel", "LSResult", "_point_fn", "_residual_fns", "compile_model",
+           "parameter_arrays", "solve_ls"]  # fmt: skip
 
 
 class CompiledModel:
@@ -179,7 +181,8 @@ class LSResult:
     """``p`` estimates (model units), ``cost`` 1/2 weighted RSS (aggregated), ``success``
     (only when ``reason.converged``: the test of ``methods.press.lsq.lm``), ``message`` in words,
     ``n_iter`` (all LM iterations, fallback included), ``reason``, ``optimality``
-    (``||P_J r|| / ||r||``) and ``condition`` (cond of the column-scaled Jacobian)."""
+    (``||P_J r|| / ||r||``) and ``condition`` (cond of the column-scaled Jacobian); ``hJ``
+    ``comp.eval_hJ(p, q)`` when the solver has it (one of its last two points), else None."""
 
     p: np.ndarray
     cost: float
@@ -189,65 +192,7 @@ class LSResult:
     reason: StopReason = StopReason.MAX_ITERATIONS
     optimality: float = float("nan")
     condition: float = float("nan")
-
-
-def _residual_fns(
-    problem: LSProblem,
-) -> tuple[
-    Callable[[np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]], Callable[..., np.ndarray]
-]:
-    """Weighted residuals ``r = sqrt(wt) (h(x scale) - zbar)`` and scaled Jacobian for one
-    problem, in the (N = 1) batch layout of ``methods.press.lsq.lm``; and ``S`` scaled."""
-    comp, q, zbar, scale = problem.comp, problem.q, problem.zbar, problem.scale
-    sw = np.sqrt(problem.wt)
-    abs_z, scale2 = np.abs(zbar), np.outer(scale, scale)
-
-    def evaluate(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        with np.errstate(all="ignore"):
-            h, J = comp.eval_hJ(X[0] * scale, q)
-            e = EPS * sw * (np.abs(h) + abs_z)
-            return (sw * (h - zbar))[None], ((sw[:, None] * J) * scale)[None], e[None]
-
-    def evaluate_unit(X: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        # unit weights: the products with sw = 1 (and EPS * 1) left out, the same bits
-        with np.errstate(all="ignore"):
-            h, J = comp.eval_hJ(X[0] * scale, q)
-            e = EPS * (np.abs(h) + abs_z)
-            return (h - zbar)[None], (J * scale)[None], e[None]
-
-    def second(X: np.ndarray, R: np.ndarray) -> np.ndarray:
-        with np.errstate(all="ignore"):
-            S = comp.eval_S(X[0] * scale, q, sw * R[0])
-        return (S * scale2)[None]
-
-    return (evaluate_unit if bool((sw == 1.0).all()) else evaluate), second
-
-
-def _point_fn(problem: LSProblem) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
-    """``x -> (r (m,), J^T (n_p, m))`` of one problem in scaled parameters, unbatched, for
-    MINPACK (the Jacobian by columns: no transposition there). Straight from the thread's
-    evaluation buffers (no copies); the caller holds ``np.errstate``."""
-    q, zbar, scale = problem.q, problem.zbar, problem.scale
-    sw = np.sqrt(problem.wt)
-    swT = scale[:, None] * sw[None, :]
-    buffers, multiply = problem.comp._buffers, np.multiply
-
-    def point(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        b = buffers()
-        multiply(x, scale, out=b.p)
-        b.q[:] = q
-        b.ev1()
-        return sw * (b.h - zbar), b.Jt * swT
-
-    def point_unit(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        b = buffers()
-        multiply(x, scale, out=b.p)
-        b.q[:] = q
-        b.ev1()
-        return b.h - zbar, b.Jt * swT
-
-    # unit weights (every residual once, sigma 1): 1 * r is r, bit for bit, without the product
-    return point_unit if bool((sw == 1.0).all()) else point
+    hJ: tuple[np.ndarray, np.ndarray] | None = field(default=None, repr=False, compare=False)
 
 
 def _trf(
@@ -313,7 +258,7 @@ def solve_ls(
         raise InputError("zbar: solve_ls fits one problem (n_l,); use solve_ls_batch for (N, n_l)")
     scale = problem.scale
     lo, hi = problem.lower / scale, problem.upper / scale
-    evaluate, second = _residual_fns(problem)
+    evaluate, second, recent = residual_fns(problem)
     run = partial(
         levenberg_marquardt, evaluate, lo=lo, hi=hi, tol=tol,
         second_order=second if second_order else None,
@@ -359,7 +304,7 @@ def solve_ls(
         msg += " at a parameter bound"
     return LSResult(
         x * scale, float(best.cost[0]), reason.converged, msg, n_iter, reason,
-        float(best.test.optimality[0]), float(best.test.condition[0]),
+        float(best.test.optimality[0]), float(best.test.condition[0]), recent(x),
     )  # fmt: skip
 
 

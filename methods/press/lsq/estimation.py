@@ -196,7 +196,7 @@ def fit_parameters(
     comp = compile_model(model, n_q)
     q = data.setpoints
     res = solve_ls(LSProblem(comp, q, zbar, wt, start, scale, lo, hi))
-    h, J = comp.eval_hJ(res.p, q)
+    h, J = comp.eval_hJ(res.p, q) if res.hJ is None else res.hJ  # the solver's, if it has it
     M = J.T @ (wt[:, None] * J)
     S = comp.eval_S(res.p, q, wt * (h - zbar))
     cov = bard_covariance(M, S, scale)

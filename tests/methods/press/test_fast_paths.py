@@ -11,7 +11,9 @@
   nullable integer ids, a sensor subset; the ids' unique values by a sort against ``np.unique``;
 - the residuals at unit weights (MINPACK's and the Newton steps' evaluators: no product with
   the weights) against the weighted formula;
-- the compile cache holds its models weakly: an entry goes with its model object.
+- the compile cache holds its models weakly: an entry goes with its model object;
+- the solver's ``h`` and ``J`` at the estimate (what ``fit_parameters`` takes for the
+  covariance) against a new evaluation there.
 """
 
 from __future__ import annotations
@@ -22,8 +24,17 @@ import pytest
 
 from methods.press import data as press_data
 from methods.press.lsq import convergence, linalg
-from methods.press.lsq.core import EPS, _point_fn, _residual_fns, compile_model
+from methods.press.lsq.core import (
+    EPS,
+    _point_fn,
+    _residual_fns,
+    compile_model,
+    parameter_arrays,
+    solve_ls,
+)
+from methods.press.lsq.evaluation import residual_fns
 from methods.press.lsq.problem import LSProblem
+from tests.methods.press import nist
 from tests.methods.press.helpers import Linear, table_from
 
 FIELDS = ("optimality", "step", "condition", "code", "at_precision", "gn_step")
@@ -197,6 +208,37 @@ def test_minpack_residuals_at_unit_weights_are_the_weighted_formula(unit: bool) 
     assert R.tobytes() == (sw * (h - zbar))[None].tobytes()
     assert Js.tobytes() == ((sw[:, None] * J) * scale)[None].tobytes()
     assert E.tobytes() == (EPS * sw * (np.abs(h) + np.abs(zbar)))[None].tobytes()
+
+
+@pytest.mark.parametrize(
+    ("name", "start", "bounded", "unit"),
+    [("Misra1a", 1, False, True), ("ENSO", 1, False, True), ("BoxBOD", 1, False, True),
+     ("Misra1a", 2, False, False), ("Misra1a", 1, True, True), ("MGH09", 1, True, False)],
+)  # fmt: skip
+def test_the_solvers_h_and_J_at_the_estimate_are_a_new_evaluations(
+    name: str, start: int, bounded: bool, unit: bool
+) -> None:
+    # fit_parameters takes h and J at the estimate from the solver (its evaluator keeps its
+    # last two points) instead of evaluating the model again: the same bits, on MINPACK's
+    # route with Newton steps (ENSO), its refused false success (BoxBOD start 1), non-unit
+    # weights and the projected LM of a bounded problem
+    data = nist.load(name)
+    model = nist.StrdModel(data, start)
+    q = nist.table(data)["force_setpoint_N"].to_numpy()
+    comp = compile_model(model, q.size)
+    _, p0, scale, lo, hi = parameter_arrays(model)
+    if bounded:
+        lo, hi = p0 - 1e3 * np.abs(p0), p0 + 1e3 * np.abs(p0)
+    rng = np.random.default_rng(3)
+    wt = np.ones(q.size) if unit else rng.uniform(0.5, 2.0, q.size)
+    res = solve_ls(LSProblem(comp, q, data.y, wt, p0, scale, lo, hi))
+    assert res.hJ is not None
+    for kept, new in zip(res.hJ, comp.eval_hJ(res.p, q)):
+        assert kept.shape == new.shape and kept.tobytes() == new.tobytes()
+    # a point the evaluator did not see last: nothing kept
+    evaluate, _, recent = residual_fns(LSProblem(comp, q, data.y, wt, p0, scale, lo, hi))
+    evaluate((p0 / scale)[None])
+    assert recent(p0 / scale) is not None and recent(p0 / scale + 1.0) is None
 
 
 def test_the_ids_unique_by_sort_are_numpys_unique() -> None:
