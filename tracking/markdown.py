@@ -11,7 +11,13 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>|~])")
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]()|~])")
+#: HTML's own characters as entities: MLflow's run-page renderer (showdown) shows a backslash
+#: before ``<`` or ``>`` literally in some contexts (``<u\>``, ``p \< 0.005`` seen in Chromium,
+#: tests/browser/test_drive_run_page.py); entities render as the characters in MLflow and in
+#: Prefect's artifact view, and never as markup
+_HTML_SPECIAL = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+_HTML = re.compile("[&<>]")
 
 
 @dataclass(frozen=True)
@@ -44,14 +50,15 @@ def run_ref(run_id: Any, experiment_id: str = "") -> Any:
 
 def cell(value: Any) -> str:
     """A value as one Markdown table cell: numbers to 4 digits, text from files or users with
-    every Markdown/HTML special character escaped and line breaks removed (a model or
-    structure name cannot break the table, link anywhere or inject markup)."""
+    every Markdown special character backslash-escaped, ``& < >`` as HTML entities, and line
+    breaks removed (a model or structure name cannot break the table, link anywhere or inject
+    markup)."""
     if isinstance(value, Link):
         return f"[{cell(value.text)}]({quote(value.url, safe=':/#?=&%.-_~')})"
     if isinstance(value, float):
         return "-" if math.isnan(value) else f"{value:.4g}"
     text = " ".join(str(value).split())
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+    return _HTML.sub(lambda m: _HTML_SPECIAL[m.group()], _MARKDOWN_SPECIAL.sub(r"\\\1", text))
 
 
 def markdown_table(columns: list[str], rows: list[list[Any]]) -> str:

@@ -2,7 +2,8 @@
 last generation, moves to the true structure (seed 0, population 2, one generation: checked
 in tests/tasks/test_drive_records.py) is recorded on a real MLflow server and opened in
 Chromium from a fresh profile. Its name says the answer's fitness, its metrics page shows
-best_fitness and best_rss at the answer, its convergence figure is among the artifacts.
+best_fitness and best_rss at the answer, its description the final stage's choice by the
+evidence (crafted markup shown as text), its convergence figure is among the artifacts.
 Screenshots in `build/browser-shots/drive-*.png`."""
 
 from __future__ import annotations
@@ -15,6 +16,12 @@ import pytest
 from tests.browser.servers import chromium, fresh_page, mlflow_ui_server, shot
 
 pytestmark = pytest.mark.browser
+
+#: a choice by the evidence that moved the answer once (`StructureSearch.selection_`), with
+#: markup in a structure's name as a hostile recording's result could carry
+MOVED = {"n_eff": 149.9, "alpha": 0.01, "m": 2,
+         "moves": [{"before": "2,5", "after": "2,5,<u>injected</u>", "p_value": 1.2e-4,
+                    "level": 0.005, "m": 2}]}  # fmt: skip
 
 
 def test_the_drive_run_page_ends_at_the_answer(tmp_path: Path, monkeypatch) -> None:
@@ -46,7 +53,8 @@ def test_the_drive_run_page_ends_at_the_answer(tmp_path: Path, monkeypatch) -> N
                              fitness=search.best_fitness_, generations=1, run_id=run_id,
                              data_hash="0" * 64, source="reference:test", resumed_from=0,
                              preset="reference", tracking=uri,
-                             experiment_id=recorder.experiment_id())  # fmt: skip
+                             experiment_id=recorder.experiment_id(),
+                             selection=MOVED)  # fmt: skip
         recorder.outcome(recorder.run, result.headline(), result.markdown())  # as finish() does
         history = recorder.tracker.client.get_metric_history(run_id, "best_fitness")
         assert [m.step for m in history] == [0, 1, 2]
@@ -66,6 +74,14 @@ def test_the_drive_run_page_ends_at_the_answer(tmp_path: Path, monkeypatch) -> N
             )
             assert shown == pytest.approx(answer, rel=1e-4), (key, after[:80])
         assert history[0].value != pytest.approx(search.best_fitness_, rel=1e-4)
+        # the final stage's choice by the evidence, as the run's description: its move in
+        # words, the crafted markup in the structure's names shown as text, not run
+        page.get_by_text("Answer chosen by the evidence").first.wait_for()
+        body = page.inner_text("body")
+        assert "149.9 effective samples" in body and "moved 1 time(s)" in body
+        assert "F-test p 0.00012 < 0.005 (0.01 over 2 richer structures)" in body
+        assert "{2,5} -> {2,5,<u>injected</u>}" in body  # no backslash shown (it was, escaped
+        assert page.locator("u", has_text="injected").count() == 0  # by backslashes), no markup
         page.get_by_role("tab", name="Artifacts").click()
         page.get_by_text("convergence.csv").first.wait_for()
         shot(page, "drive-2-artifacts")
