@@ -34,7 +34,7 @@ from flows.cli_validate import (
 from flows.drive.settings import DriveFit, DriveSearch, check_search_recording
 from methods.errors import InputError
 from models.budget import check_samples
-from tasks.drive.result import DriveResult, move_texts
+from tasks.drive.result import DriveResult, gain_text, move_texts
 
 app = typer.Typer(
     rich_markup_mode="markdown",
@@ -192,6 +192,8 @@ def print_drive_result(result: DriveResult) -> None:
         stdout.print(f"the local search after the last generation moved the best to {moves}")
     for move in move_texts(result.selection):
         stdout.print(f"the evidence moved the answer {move}")
+    if gain_text(result.friction_gain):
+        stdout.print(gain_text(result.friction_gain))
     _print_parameters(result)
     if result.validation:
         stdout.print(metrics_table("Open-loop validation", result.validation))

@@ -28,7 +28,7 @@ from runtime.settings import load_settings
 from tasks.cache import code_fingerprint
 from tasks.drive import tasks as drive_tasks
 from tasks.drive.records import DriveRecorder
-from tasks.drive.result import DriveResult
+from tasks.drive.result import DriveResult, friction_gain_record
 
 #: the Prefect form's defaults (a complete form, not an optional one collapsed to None)
 DEFAULT_STUDY = DriveSearch()
@@ -94,7 +94,9 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
                         | ({"population": 0, "generations": 0} if study.structure else {}))  # fmt: skip
     search, evidence = _identify(study, settings, loaded, recorder, batch_size)
     print(evidence.summary())
+    gain = friction_gain_record(search, settings.f_tanh)
     recorder.result(search, recording)
+    recorder.friction_gain(gain)
     recorder.evidence(evidence, recording)
     campaign = study.campaign or loaded["hash"][:12]
     units = "prismatic" if loaded["source"].startswith("emps:") else "rotary"
@@ -126,6 +128,7 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
         "evidence": evidence.to_dict(),
         "fit": bool(study.structure),
         "selection": getattr(search, "selection_", None),
+        "friction_gain": gain,
     }
 
 

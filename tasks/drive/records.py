@@ -15,7 +15,8 @@ artifacts `history.csv` (best structure per generation, codes and names), `conve
 (what the convergence figure draws: the generations, then the local search's moves),
 `population.csv`
 (every individual of every generation), `state_space.json`, `result.json`, `selection.json`
-(how the final stage chose the answer, `StructureSearch.selection_`), and figures of
+(how the final stage chose the answer, `StructureSearch.selection_`), `friction_gain.json` and
+the params `friction_gain.f_tanh`, `friction_gain.estimated` (the answer's friction gain), and figures of
 measured vs simulated output and of the fitness over generations (none for a fit of a named
 structure, `greylab drive fit`). The evidence for the answer (`evidence`): standard errors,
 residual tests, the rival table and the residual-correlation figure.
@@ -82,6 +83,14 @@ class DriveRecorder(Recorder):
                            "scales.cutoff_hz": f"{scales.cutoff_hz:.4g}",
                            "scales.prefilter_hz": f"{scales.prefilter_hz:.4g}",
                            "scales.visible_hz": f"{scales.visible_hz:.4g}"})  # fmt: skip
+
+    def friction_gain(self, record: dict[str, Any]) -> None:
+        """`friction_gain.f_tanh` (the answer's model's), `friction_gain.estimated` and
+        `friction_gain.json` (`tasks.drive.result.friction_gain_record`, its profile too): the
+        `gp.f_tanh` param is the preset's, logged before the search."""
+        self.run.params({"friction_gain.f_tanh": f"{record['f_tanh']:.6g}",
+                         "friction_gain.estimated": str(bool(record["estimated"]))})  # fmt: skip
+        self.run.json(record, "friction_gain.json")
 
     def generation(self, g: int, best: Any) -> None:
         self.run.metrics({"best_fitness": float(best.fitness), "best_rss": float(best.rss)}, step=g)

@@ -48,6 +48,10 @@ class DriveResult:
     #: effective samples `n_eff`, the level `alpha` (0: by the fitness alone), the `m` richer
     #: structures tested, the `moves` ({before, after, p_value, level, m}); None for a fit
     selection: dict[str, Any] | None = None
+    #: the answer's friction smoothing gain (`friction_gain_record`): `mode` (auto, fixed,
+    #: profile), `profiled`, the preset's `preset_f_tanh`, the model's `f_tanh`, whether the
+    #: fit `estimated` it, and its `profile` ([f_tanh, rss] tried)
+    friction_gain: dict[str, Any] | None = None
 
     def _link(self, run_id: Any) -> Any:
         return run_ref(run_id, self.experiment_id)
@@ -91,6 +95,7 @@ class DriveResult:
             f"MLflow run {cell(self._link(self.run_id))}, data hash {cell(self.data_hash[:12])}, "
             f"registered model {cell(self.model_uri or '-')}", *self._validation_lines(),
             *evidence_lines(self.evidence), *selection_lines(self.selection),
+            *(["", cell(gain_text(self.friction_gain))] if gain_text(self.friction_gain) else []),
         ])  # fmt: skip
 
     def _paper_words(self) -> str:
@@ -150,6 +155,29 @@ def move_texts(selection: dict[str, Any] | None) -> list[str]:
     return [f"{{{m['before']}}} -> {{{m['after']}}}: F-test p {m['p_value']:.3g} < "
             f"{m['level']:.3g} ({selection['alpha']:g} over {m['m']} richer structures)"
             for m in selection.get("moves", [])]  # fmt: skip
+
+
+def friction_gain_record(search: Any, preset_f_tanh: float) -> dict[str, Any]:
+    """The answer's friction gain of a search (`StructureSearch.friction_gain_`, the final
+    stage's profile) or of a fit (`StructureFit`: ``--friction-gain profile`` fits it), in one
+    shape; ``preset_f_tanh``: the gain the settings gave before any profile."""
+    record = getattr(search, "friction_gain_", None)
+    if record is not None:
+        return dict(record)
+    profile = getattr(search, "gain_profile_", None)
+    return {"mode": str(getattr(search, "friction_gain", "fixed")),
+            "profiled": profile is not None, "preset_f_tanh": float(preset_f_tanh),
+            "f_tanh": float(search.settings.f_tanh), "estimated": profile is not None,
+            "profile": profile.to_dict()["profile"] if profile is not None else []}  # fmt: skip
+
+
+def gain_text(record: dict[str, Any] | None) -> str:
+    """`friction gain f_tanh 41.2 estimated by the fit (the preset's 100)`; empty when the
+    answer kept the preset's gain."""
+    if not record or not record.get("estimated"):
+        return ""
+    return (f"friction gain f_tanh {record['f_tanh']:.4g} estimated by the fit (the preset's "
+            f"{record['preset_f_tanh']:.4g})")  # fmt: skip
 
 
 def selection_lines(selection: dict[str, Any] | None) -> list[str]:

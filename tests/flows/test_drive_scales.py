@@ -67,6 +67,13 @@ def test_the_run_logs_prints_and_returns_the_scales(
     chosen = result.to_dict()["selection"]
     assert chosen["alpha"] == result.settings["final_alpha"] > 0
     assert chosen["n_eff"] > 0 and isinstance(chosen["moves"], list)
+    # the answer's friction gain: the model's in the settings, the preset's logged before
+    gain = result.to_dict()["friction_gain"]
+    assert gain["mode"] == "auto" and gain["profiled"] is True
+    assert gain["f_tanh"] == result.settings["f_tanh"]
+    assert float(params["friction_gain.f_tanh"]) == pytest.approx(gain["f_tanh"], rel=1e-5)
+    assert float(params["gp.f_tanh"]) == pytest.approx(gain["preset_f_tanh"], rel=1e-5)
+    assert params["friction_gain.estimated"] == str(gain["estimated"])
     capsys.readouterr()
     print_drive_result(result)
     assert "centred on the recording's own scales" in capsys.readouterr().out

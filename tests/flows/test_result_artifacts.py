@@ -78,7 +78,7 @@ def test_json_of_the_results_keeps_its_keys() -> None:
                                     "resumed_from", "preset", "model_uri", "validation",
                                     "validation_run_id", "experiment_id", "paper",
                                     "settings", "scales", "polish_moves", "evidence",
-                                    "fit", "selection"}  # fmt: skip
+                                    "fit", "selection", "friction_gain"}  # fmt: skip
 
 
 def test_press_flow_run_publishes_its_verdict_table(private_prefect: None) -> None:
@@ -288,3 +288,28 @@ def test_hostile_names_in_the_evidence_moves_do_not_become_markup() -> None:
     line = next(x for x in drive.markdown().splitlines() if "F-test p" in x)
     assert not re.search(r"(?<!\\)[<>\[\]*|]", line.replace(r"\|", "")), line
     assert "\n# heading" not in drive.markdown()
+
+
+def test_the_answers_friction_gain_in_one_shape_for_a_search_and_a_fit() -> None:
+    from types import SimpleNamespace
+
+    from tasks.drive.result import friction_gain_record, gain_text
+
+    searched = {"mode": "auto", "profiled": True, "preset_f_tanh": 100.0, "f_tanh": 41.2,
+                "estimated": True, "profile": [[100.0, 2.0], [41.2, 1.0]]}  # fmt: skip
+    search = SimpleNamespace(friction_gain_=searched, settings=SimpleNamespace(f_tanh=41.2))
+    assert friction_gain_record(search, 100.0) == searched
+    profile = SimpleNamespace(to_dict=lambda: {"f_tanh": 20.0, "rss": 1.0,
+                                               "profile": [[20.0, 1.0]]})  # fmt: skip
+    fit = SimpleNamespace(friction_gain="profile", gain_profile_=profile,
+                          settings=SimpleNamespace(f_tanh=20.0))  # fmt: skip
+    fitted = friction_gain_record(fit, 50.0)
+    assert set(fitted) == set(searched) and fitted["f_tanh"] == 20.0
+    assert fitted["preset_f_tanh"] == 50.0 and fitted["estimated"] is True
+    fixed = friction_gain_record(SimpleNamespace(settings=SimpleNamespace(f_tanh=50.0)), 50.0)
+    assert fixed["estimated"] is False and gain_text(fixed) == "" and gain_text(None) == ""
+    text = gain_text(searched)
+    assert text == "friction gain f_tanh 41.2 estimated by the fit (the preset's 100)"
+    drive = DriveResult(["one_mass", "coulomb"], [1, 5], {"J1": 1.0}, 2.0, 0.5, 3, "r", "h",
+                        "s", None, "data", "ui", friction_gain=searched)  # fmt: skip
+    assert cell(text) in drive.markdown() and drive.to_dict()["friction_gain"] == searched
