@@ -142,7 +142,7 @@ def _identify(
     if study.structure:  # greylab drive fit: the named structure only
         fit = StructureFit(study.structure, settings=settings, seed=study.seed,
                            map_batches=drive_tasks.prefect_map_batches, progress=print,
-                           rivals=study.rivals, friction_gain=str(study.friction_gain))  # fmt: skip
+                           rivals=study.rivals, friction_gain=study.fit_gain())  # fmt: skip
         evidence = fit.fit(stored).evidence_
         recorder.search_settings(fit.settings)  # after the fit: a profiled gain is in them
         recorder.generation(0, fit.best_evaluation_)
@@ -159,6 +159,7 @@ def _identify(
         seed=study.seed, test_fraction=settings.test_fraction,
         submit_batch=drive_tasks.prefect_submit_batch, batch_size=batch_size,
         checkpoint_dir=checkpoint if study.resume else None, progress=on_generation,
+        friction_gain=str(study.friction_gain),
     )  # fmt: skip
     recorder.search_settings(search.settings)  # gp.*: every setting the search runs with
     search.fit(stored)

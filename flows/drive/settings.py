@@ -31,9 +31,12 @@ _CAMPAIGN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
 class FrictionGain(StrEnum):
-    """fixed: the preset's friction smoothing gain; profile: the gain that fits the recording
-    best, by a profile of the fit over the gain (at most 9 fits; a named structure only)."""
+    """auto: a search's final stage estimates the gain (data preset), a named structure's fit
+    keeps the preset's; fixed: the preset's friction smoothing gain everywhere; profile: the
+    gain that fits the recording best, by a profile of the fit over it (a named structure: at
+    most 9 fits; a search: its final stage, as auto)."""
 
+    auto = "auto"
     fixed = "fixed"
     profile = "profile"
 
@@ -106,10 +109,10 @@ class DriveSearch(BaseModel):
         "(population and generations are not used for a fit)",
     )
     friction_gain: FrictionGain = Field(
-        FrictionGain.fixed,
+        FrictionGain.auto,
         description=explained(
-            "Friction smoothing gain of a named structure's fit (the steepness of its Coulomb "
-            "and Stribeck friction)",
+            "Friction smoothing gain (the steepness of the Coulomb and Stribeck friction): "
+            "estimated by the fit or the preset's",
             FrictionGain,
         ),
     )
@@ -268,14 +271,24 @@ class DriveSearch(BaseModel):
 
     @model_validator(mode="after")
     def _friction_gain(self) -> DriveSearch:
-        """A profiled friction gain is a fit of a named structure's (the search keeps the
-        preset's gain: a profile per individual would cost up to 9 fits each)."""
+        """A profiled friction gain is a named structure's fit or a search's final stage (a
+        profile per individual of the generations would cost up to 9 fits each): a search
+        without the final stage (the reference, EMPS or the paper's, `--no-final-stage`)
+        refuses it."""
         if self.friction_gain is FrictionGain.profile and not self.structure:
-            raise ValueError(
-                "friction gain 'profile' fits a named structure: name one (drive fit "
-                "--structure S), or leave the gain fixed"
-            )
+            final = self.final_stage and not self.paper
+            if not final or self.resolved_preset() is not DrivePreset.data:
+                raise ValueError(
+                    "friction gain 'profile' fits a named structure (drive fit --structure S) "
+                    "or a search's final stage (the data preset with its final stage on); "
+                    "this search has none: leave the gain auto or fixed"
+                )
         return self
+
+    def fit_gain(self) -> str:
+        """The friction gain mode of a named structure's fit (`StructureFit`: fixed or
+        profile; auto keeps the preset's)."""
+        return "profile" if self.friction_gain is FrictionGain.profile else "fixed"
 
     @model_validator(mode="after")
     def _limits(self) -> DriveSearch:

@@ -105,7 +105,7 @@ def test_a_profiled_friction_gain_fits_at_least_as_well_and_is_recorded(
 ) -> None:
     """`friction_gain: profile` (`drive fit --friction-gain profile`): the profile's grid holds
     the fixed gain, so the profiled fit's RSS cannot be larger; the gain it chose is the one the
-    run records (`gp.f_tanh`). A search (no named structure) refuses it."""
+    run records (`gp.f_tanh`). A search without the final stage refuses it."""
     from flows.drive.flow import run_drive_search
     from runtime.settings import load_settings
     from tracking.mlflow_tracker import Tracker
@@ -119,4 +119,6 @@ def test_a_profiled_friction_gain_fits_at_least_as_well_and_is_recorded(
     gains = {g: float(client.get_run(r.run_id).data.params["gp.f_tanh"]) for g, r in runs.items()}
     assert gains["profile"] != gains["fixed"], gains
     with pytest.raises(ValueError, match="friction gain 'profile' fits a named structure"):
-        DriveSearch(data=str(recording), friction_gain="profile")
+        DriveSearch(friction_gain="profile")  # the simulated reference: no final stage
+    assert DriveSearch(data=str(recording), friction_gain="profile").fit_gain() == "profile"
+    assert DriveSearch(data=str(recording)).fit_gain() == "fixed"  # auto: a fit keeps it

@@ -83,14 +83,18 @@ def test_the_form_checks_the_structure_like_the_command_line() -> None:
     [
         (["drive", "fit", "--structure", "1,5,6", "--friction-gain", "profile;rm -rf ~"],
          "--friction-gain"),
-        (["drive", "identify", "--friction-gain", "profile"], "fits a named structure"),
+        (["drive", "identify", "--friction-gain", "profile", "--preset", "reference"],
+         "fits a named structure"),
+        (["drive", "identify", "--friction-gain", "profile", "--no-final-stage"],
+         "this search has none"),
     ],
 )  # fmt: skip
 def test_a_bad_friction_gain_exits_2_before_any_work(
     recording: Path, tmp_path: Path, argv: list[str], words: str
 ) -> None:
-    """The friction gain is a choice (fixed, profile), and profiling is a fit's, not a
-    search's: both refused with the option named, nothing started or tracked."""
+    """The friction gain is a choice (auto, fixed, profile), and profiling is a fit's or a
+    search's final stage (data preset), not any search's: refused with the option named,
+    nothing started or tracked."""
     out = _cli(tmp_path, *argv, "--data", str(recording))
     assert out.returncode == 2, out.stderr[-2000:]
     assert words in out.stderr and "Traceback" not in out.stderr
