@@ -77,26 +77,27 @@ def _residual_fns(
 
 def _point_fn(problem: LSProblem) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
     """``x -> (r (m,), J^T (n_p, m))`` of one problem in scaled parameters, unbatched, for
-    MINPACK (the Jacobian by columns: no transposition there). Straight from the thread's
-    evaluation buffers (no copies); the caller holds ``np.errstate``."""
+    MINPACK (the Jacobian by columns: no transposition there). Straight from the evaluation
+    buffers of the thread that makes it (bound once: MINPACK calls it thousands of times), so
+    it is called on that thread (``core.solve_ls`` makes it for its MINPACK run); no copies;
+    the caller holds ``np.errstate``."""
     q, zbar, scale = problem.q, problem.zbar, problem.scale
     sw = np.sqrt(problem.wt)
     swT = scale[:, None] * sw[None, :]
-    buffers, multiply = problem.comp._buffers, np.multiply
+    b = problem.comp._buffers()
+    p_in, q_in, h_out, Jt_out, ev1, multiply = b.p, b.q, b.h, b.Jt, b.ev1, np.multiply
 
     def point(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        b = buffers()
-        multiply(x, scale, out=b.p)
-        b.q[:] = q
-        b.ev1()
-        return sw * (b.h - zbar), b.Jt * swT
+        multiply(x, scale, out=p_in)
+        q_in[:] = q
+        ev1()
+        return sw * (h_out - zbar), Jt_out * swT
 
     def point_unit(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        b = buffers()
-        multiply(x, scale, out=b.p)
-        b.q[:] = q
-        b.ev1()
-        return b.h - zbar, b.Jt * swT
+        multiply(x, scale, out=p_in)
+        q_in[:] = q
+        ev1()
+        return h_out - zbar, Jt_out * swT
 
     # unit weights (every residual once, sigma 1): 1 * r is r, bit for bit, without the product
     return point_unit if bool((sw == 1.0).all()) else point

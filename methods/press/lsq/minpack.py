@@ -72,7 +72,7 @@ def minpack_lm(point: Point, x0: np.ndarray, *, max_iter: int) -> MinpackResult 
     # the point MINPACK asked for last: its bytes, r, J^T (MINPACK asks for the Jacobian at
     # the point whose residuals it has just computed)
     key, r_last, Jt_last = x0.tobytes(), r0, J0
-    vdot, isfinite = np.vdot, math.isfinite
+    isfinite = math.isfinite
 
     def fun(x: np.ndarray) -> np.ndarray:
         nonlocal key, r_last, Jt_last
@@ -81,7 +81,7 @@ def minpack_lm(point: Point, x0: np.ndarray, *, max_iter: int) -> MinpackResult 
             r, Jt = point(x)
             # two dot products are the fast check (a square that overflows is only a false
             # alarm): the exact check only when they are not finite
-            if not isfinite(vdot(r, r) + vdot(Jt, Jt)) and not (
+            if not isfinite(r.dot(r) + (flat := Jt.ravel()).dot(flat)) and not (
                 np.isfinite(r).all() and np.isfinite(Jt).all()
             ):
                 r, Jt = np.full_like(r, HUGE), np.zeros_like(Jt)
