@@ -224,6 +224,6 @@ def resolve_sigma(
     if missing:
         raise InputError(f"sigma lacks sensor(s) {missing}; given for {sorted(sigma)}")
     out = np.array([float(sigma[s]) for s in data.sensors])
-    if not np.all(np.isfinite(out)) or np.any(out <= 0):
+    if not np.isfinite(out).all() or (out <= 0).any():
         raise InputError(f"sigma must be positive and finite, got {dict(zip(data.sensors, out))}")
     return out, "sheet"

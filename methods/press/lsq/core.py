@@ -315,6 +315,9 @@ def parameter_arrays(
     names = list(model.parameters)
     p0 = np.array([float(model.parameters[n]) for n in names])
     bounds = getattr(model, "bounds", None) or {}
+    if not bounds:  # no bounds: no reach below, the scale |p0| or 1 (the same arrays)
+        size, a = len(names), np.abs(p0)
+        return names, p0, np.where(a > 0, a, 1.0), np.full(size, -np.inf), np.full(size, np.inf)
     lo = np.array([float(bounds.get(n, (-np.inf, np.inf))[0]) for n in names])
     hi = np.array([float(bounds.get(n, (-np.inf, np.inf))[1]) for n in names])
     # scale by the start value (stiffnesses ~1e3 N/um, friction ~1e-2); a zero start by the

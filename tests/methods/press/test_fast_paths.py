@@ -12,6 +12,7 @@
 - the residuals at unit weights (MINPACK's and the Newton steps' evaluators: no product with
   the weights) against the weighted formula;
 - the compile cache holds its models weakly: an entry goes with its model object;
+- a model's parameter arrays without bounds against the general path;
 - the solver's ``h`` and ``J`` at the estimate (what ``fit_parameters`` takes for the
   covariance) against a new evaluation there.
 """
@@ -239,6 +240,24 @@ def test_the_solvers_h_and_J_at_the_estimate_are_a_new_evaluations(
     evaluate, _, recent = residual_fns(LSProblem(comp, q, data.y, wt, p0, scale, lo, hi))
     evaluate((p0 / scale)[None])
     assert recent(p0 / scale) is not None and recent(p0 / scale + 1.0) is None
+
+
+class _Params:
+    def __init__(self, parameters: dict, bounds: dict | None) -> None:
+        self.parameters, self.bounds = parameters, bounds
+
+
+def test_the_arrays_of_a_model_without_bounds_are_the_general_paths() -> None:
+    # a bound on no parameter takes the general path, with the same answer
+    nan = float("nan")
+    nones: tuple[dict | None, ...] = (None, {})
+    for parameters in ({"a": 1.5, "b": 0.0, "c": -2e-7, "d": nan}, {}, {"k": 3e3}):
+        for none in nones:
+            fast = parameter_arrays(_Params(parameters, none))
+            slow = parameter_arrays(_Params(parameters, {"not a parameter": (0.0, 1.0)}))
+            assert fast[0] == slow[0]
+            for u, v in zip(fast[1:], slow[1:]):
+                assert u.dtype == v.dtype and u.shape == v.shape and u.tobytes() == v.tobytes()
 
 
 def test_the_ids_unique_by_sort_are_numpys_unique() -> None:
