@@ -96,7 +96,13 @@ def test_small_damped_steps_are_not_convergence() -> None:
     h, J = comp.eval_hJ(p, q)
     t = stationarity((J * scale)[None], (h - data.y)[None], (p / scale)[None],
                      np.full(5, -np.inf), np.full(5, np.inf))  # fmt: skip
-    assert t.code[0] == -1 and t.optimality[0] > 1e-3 and t.step[0] > 1.0
+    # neither convergence test passes; the code is "none passed" (-1) or SINGULAR: the
+    # scaled Jacobian here has cond 4.5e13 (SVD), above COND_JAC_MAX, and the Gram matrix's
+    # smallest eigenvalue (1e-27 exactly) comes out as +-1e-16 by the platform's LAPACK, so
+    # the test reads it as cond ~1e8 on one machine and as singular on another
+    passed = {list(StopReason).index(r) for r in (StopReason.STEP, StopReason.GRADIENT)}
+    assert t.code[0] in (-1, list(StopReason).index(StopReason.SINGULAR)) and not t.converged[0]
+    assert t.code[0] not in passed and t.optimality[0] > 1e-3 and t.step[0] > 1.0
 
 
 def test_certified_point_passes_the_test() -> None:
