@@ -164,18 +164,24 @@ class DriveRecorder(Recorder):
         time_s = recording["t_s"].to_numpy(float)
         measured = recording["velocity_rad_s"].to_numpy(float)
         title = f"best {search.best_codes_} = {', '.join(search.best_structure_)}"
-        figure = plots.plot_fit(time_s, measured, search.best_output_, title=title)
-        self.run.figure(figure, "figures/fit.png")
+        output, fitness = search.best_output_, search.best_fitness_
+        # built when logged (after the answer in the command line): a failure to draw, e.g.
+        # matplotlib's "failed to load glyph", is then a warning, not the command's failure
+        self.run.figure(lambda: plots.plot_fit(time_s, measured, output, title=title),
+                        "figures/fit.png")  # fmt: skip
         if len(search.history_):  # a fit of a named structure has no generations
-            steps = convergence(search)
-            figure = plots.plot_history(steps)
-            n_generations = len(search.history_)
-            if len(steps) > n_generations:  # mark where the local search starts
-                axis = figure.axes[0]
-                axis.axvline(n_generations - 0.5, color="0.6", lw=0.8)
-                axis.set_xlabel("generation, then the local search's moves")
-                axis.set_title(f"answer: fitness {search.best_fitness_:.3g}", fontsize=9)
-            self.run.figure(figure, "figures/convergence.png")
+            steps, n_generations = convergence(search), len(search.history_)
+
+            def history() -> Any:
+                figure = plots.plot_history(steps)
+                if len(steps) > n_generations:  # mark where the local search starts
+                    axis = figure.axes[0]
+                    axis.axvline(n_generations - 0.5, color="0.6", lw=0.8)
+                    axis.set_xlabel("generation, then the local search's moves")
+                    axis.set_title(f"answer: fitness {fitness:.3g}", fontsize=9)
+                return figure
+
+            self.run.figure(history, "figures/convergence.png")
 
     def _local_search_steps(self, search: Any) -> None:
         """`best_fitness` / `best_rss` steps after the last generation, one per move of the
@@ -214,7 +220,6 @@ class DriveRecorder(Recorder):
         run.params(params)
         run.json(evidence.to_dict(), "evidence.json")
         codes = ",".join(map(str, evidence.codes))
-        figure = plots.plot_residual_correlations(
-            evidence.residuals, title=f"residual analysis of {{{codes}}}"
-        )
-        run.figure(figure, "figures/residuals.png")
+        residuals = evidence.residuals
+        run.figure(lambda: plots.plot_residual_correlations(
+            residuals, title=f"residual analysis of {{{codes}}}"), "figures/residuals.png")  # fmt: skip
