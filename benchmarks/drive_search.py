@@ -122,12 +122,9 @@ def prefilter_hz(args, rec=None) -> float:
         return float(args.prefilter_hz)
     if rec is None:
         return IdentificationSettings().prefilter_hz
-    from models.drivetrain.spectrum import prefilter_choice
+    from flows.drive.inputs import prefilter_cutoff
 
-    t = rec["t_s"].to_numpy(float)
-    return prefilter_choice(
-        rec["velocity_rad_s"].to_numpy(float), (t[-1] - t[0]) / (t.size - 1)
-    ).cutoff_hz
+    return float(prefilter_cutoff("spectrum", rec))
 
 
 def show_generation(g: int, n: int, best) -> None:
