@@ -114,3 +114,10 @@ def test_a_fit_runs_and_logs_with_the_spectrums_cut_off(
     assert float(params["gp.identification.prefilter_hz"]) == suggested
     assert float(params["scales.prefilter_hz"]) == pytest.approx(suggested, rel=1e-3)
     assert params["prefilter"] == "spectrum"
+
+
+def test_a_recording_too_short_for_a_spectrum_is_refused_naming_the_file(recording) -> None:
+    short = recording.iloc[:40]  # the spectrum needs 64 samples (models.drivetrain.spectrum)
+    with pytest.raises(InputError, match=r"lab\.csv: --prefilter spectrum: .*64 samples"):
+        prefilter_cutoff("spectrum", short, source="lab.csv")
+    assert prefilter_cutoff("", short, source="lab.csv") is None  # the preset's: no spectrum
