@@ -5,7 +5,7 @@ One implementation of the test for N problems at once (``_stationarity``) and th
 arithmetic for one problem (N = 1: the single fit's Newton steps and LM), in fewer numpy calls:
 every operation the batched form does on the one problem's row, in the same order (the same
 BLAS and LAPACK routines, the same reductions), so the verdicts and values are the same bit
-for bit (``tests/methods/press/test_convergence.py`` compares the two).
+for bit (``tests/methods/press/test_fast_paths.py`` compares the two).
 """
 
 from __future__ import annotations
@@ -20,6 +20,11 @@ import numpy as np
 from methods.press.lsq import linalg
 
 COND_JAC_MAX = 1e10  # cond(Jn) above this: the column directions are numerically dependent
+# The Gram matrix's eigenvalues give cond(Jn) = sqrt(w_max / w_min) only while w_min is
+# resolved (relative error eps * cond^2): above this the condition is taken from Jn's own
+# singular values (resolved to cond ~ 1/eps), so the SINGULAR verdict at COND_JAC_MAX does
+# not depend on how a platform's LAPACK rounds an eigenvalue at 1e-16 (+2e-17 or -2e-16)
+COND_GRAM_RESOLVED = 1e6
 SQRT_EPS = float(np.sqrt(np.finfo(float).eps))
 ROUNDING_FACTOR = 10.0  # margin on the first-order rounding error of the cost
 
@@ -139,6 +144,10 @@ def _stationarity(
     w, V = np.linalg.eigh(G)
     cond = np.where(w[:, 0] > 0, w[:, -1] / np.maximum(w[:, 0], 1e-300), np.inf)
     cond = np.sqrt(np.maximum(cond, 1.0))  # of Jn, not of the Gram matrix
+    unresolved = ~(cond <= COND_GRAM_RESOLVED)
+    if unresolved.any():
+        for i in np.flatnonzero(unresolved & finite):
+            cond[i] = _svd_condition(Jn[i], held[i] if any_held else None)
     # without a held parameter the masks select everything (the same values, fewer arrays)
     dead = ((D <= 0) & ~held) if any_held else (D <= 0)
     singular = dead.any(axis=1) | ~(cond <= COND_JAC_MAX)
@@ -217,6 +226,8 @@ def _stationarity_one(
     cond = w1 / (w0 if w0 > 1e-300 else 1e-300) if w0 > 0 else math.inf
     if not cond != cond:  # np.sqrt(np.maximum(cond, 1.0)): NaN stays NaN
         cond = math.sqrt(cond) if cond > 1.0 else 1.0
+    if not cond <= COND_GRAM_RESOLVED and finite:
+        cond = _svd_condition(Jn, held if any_held else None)
     if live:
         singular = not cond <= COND_JAC_MAX
     else:
@@ -270,6 +281,17 @@ def _finite_squares(
         return J, r, JJ, rr, True
     J, r = np.zeros_like(J), np.zeros_like(r)
     return J, r, (J * J).sum(axis=0), float((r * r).sum()), False
+
+
+def _svd_condition(Jn: np.ndarray, held: np.ndarray | None) -> float:
+    """cond of the column-scaled Jacobian ``Jn`` (m, n_p) from its singular values, a held
+    column counted as a unit column of its own (the Gram matrix's identity row and column);
+    ``inf`` when the smallest is 0. For the conditions the Gram matrix cannot resolve
+    (``COND_GRAM_RESOLVED``): accurate up to ~1/eps, where the Gram route is up to ~1e8."""
+    if held is not None:
+        Jn = np.vstack([Jn, np.diag(held.astype(float))])
+    sv = np.linalg.svd(Jn, compute_uv=False)
+    return float(sv[0] / sv[-1]) if sv[-1] > 0 else math.inf
 
 
 def _max0(v: float) -> float:
