@@ -64,12 +64,15 @@ def profiles(settings: GPSettings, mode: str) -> bool:
 
 
 def identify_over_gain(
-    spec: IndividualSpec, data: RecordingArrays, settings: GPSettings, seed: int = 0
-) -> Evaluation:
+    spec: IndividualSpec, data: RecordingArrays, settings: GPSettings, seed: int = 0,
+    centre_estimated: bool = False,
+) -> Evaluation:  # fmt: skip
     """``spec`` identified over the friction gain (module docstring): the fitter by eq. 19 of
     the fit at ``settings.f_tanh`` (``d`` parameters) and the profile's best (``d + 1``), with
     the profile's simulations and wall time summed; a structure without smoothed friction is
-    identified once (a plain ``Evaluation``)."""
+    identified once (a plain ``Evaluation``). ``centre_estimated``: ``settings.f_tanh`` was
+    itself estimated (adopted in the generations, ``gp.generation_gain``): the fit there
+    counts ``d + 1`` too."""
     from models.drivetrain.friction_gain import SMOOTHED, warm_profile  # it imports this package
 
     if not SMOOTHED & set(spec.structure):
@@ -78,11 +81,13 @@ def identify_over_gain(
     centre, best = prof.centre or prof.evaluation, prof.evaluation
     d, k = best.n_params, settings.k_p
     cost = {"nfev": prof.nfev, "wall_s": prof.wall_s}
+    charge = {"n_params": d + 1, "fitness": best.fitness * (1.0 + k * d) / (1.0 + k * (d + 1))}
+    if centre_estimated:  # the centre's fit counts the gain too: the lower RSS wins
+        return _with_gain(best, prof.f_tanh, True, prof.profile, **cost, **charge)
     plain = _with_gain(centre, settings.f_tanh, False, prof.profile, **cost)
     if best is centre:
         return plain
-    estimated = _with_gain(best, prof.f_tanh, True, prof.profile, **cost, n_params=d + 1,
-                           fitness=best.fitness * (1.0 + k * d) / (1.0 + k * (d + 1)))  # fmt: skip
+    estimated = _with_gain(best, prof.f_tanh, True, prof.profile, **cost, **charge)
     return estimated if estimated.fitness > plain.fitness else plain
 
 
@@ -95,26 +100,34 @@ def _with_gain(
     return replace(out, **changes)
 
 
+with_gain = _with_gain  # ``ev`` as a ``GainEvaluation`` at ``f_tanh`` (``gp.generation_gain``)
+
+
 def evaluate_batch(
-    batch: list[IndividualSpec], data: RecordingArrays, settings: GPSettings, seed: int = 0
-) -> list[Evaluation]:
+    batch: list[IndividualSpec], data: RecordingArrays, settings: GPSettings, seed: int = 0,
+    centre_estimated: bool = False,
+) -> list[Evaluation]:  # fmt: skip
     """:func:`identify_over_gain` for every spec of a batch (pure, picklable)."""
-    return [identify_over_gain(spec, data, settings, seed) for spec in batch]
+    return [identify_over_gain(spec, data, settings, seed, centre_estimated) for spec in batch]
 
 
 def evaluate_stored(
-    batch: list[IndividualSpec], recording: RecordingFile, settings: GPSettings, seed: int = 0
-) -> list[Evaluation]:
+    batch: list[IndividualSpec], recording: RecordingFile, settings: GPSettings, seed: int = 0,
+    centre_estimated: bool = False,
+) -> list[Evaluation]:  # fmt: skip
     """:func:`evaluate_batch` on a stored recording, read once per worker process."""
-    return evaluate_batch(batch, recording.arrays(), settings, seed)
+    return evaluate_batch(batch, recording.arrays(), settings, seed, centre_estimated)
 
 
-def batch_function(recording: Any, data: RecordingArrays, settings: GPSettings, seed: int) -> Any:
+def batch_function(
+    recording: Any, data: RecordingArrays, settings: GPSettings, seed: int,
+    centre_estimated: bool = False,
+) -> Any:  # fmt: skip
     """The stage's picklable batch evaluator over the gain (a stored recording: its path)."""
+    kw = {"settings": settings, "seed": seed, "centre_estimated": bool(centre_estimated)}
     if isinstance(recording, RecordingFile):
-        return functools.partial(evaluate_stored, recording=recording, settings=settings,
-                                 seed=seed)  # fmt: skip
-    return functools.partial(evaluate_batch, data=data, settings=settings, seed=seed)
+        return functools.partial(evaluate_stored, recording=recording, **kw)
+    return functools.partial(evaluate_batch, data=data, **kw)
 
 
 def gain_of(ev: Evaluation, default: float) -> float:

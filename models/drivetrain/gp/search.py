@@ -21,10 +21,10 @@ its workers busy while the search waits for a generation's last identifications 
 Determinism: one ``numpy.random.Generator(seed)`` drives every structural decision in a fixed
 order; identification restarts are seeded by a hash of (seed, structure, start values), so
 results do not depend on evaluation order, on timing or on the backend (``map_batches`` or
-``submit_batch``). A checkpoint is
-written after every generation (JSON: population with parameters, RNG state, history, the
-evaluated structures); a new search with the same ``checkpoint_dir``, settings, seed and data
-resumes where it stopped and reaches the same result.
+``submit_batch``). A checkpoint is written after every generation (JSON: population with
+parameters, RNG state, history, the evaluated structures, the adopted gain); a new search
+with the same ``checkpoint_dir``, settings, seed and data resumes where it stopped and reaches
+the same result.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from methods.errors import InputError
-from models.drivetrain.gp import final_gain, finalists, selection
+from models.drivetrain.gp import final_gain, finalists, generation_gain, selection
 from models.drivetrain.gp.breeding import initial_population, offspring
 from models.drivetrain.gp.checkpoint import FILE as CHECKPOINT_FILE
 from models.drivetrain.gp.checkpoint import data_fingerprint, load_checkpoint, save_checkpoint
@@ -73,21 +73,21 @@ class StructureSearch:
     ``submit_batch(fn, batch) -> future`` starts one (``future.result()``: its evaluations);
     the search is the same on either, only ``submit_batch`` lets work overlap the breeding;
     ``friction_gain`` (``auto``, ``fixed``, ``profile``): the friction gain profiled in the
-    final stage (``gp.final_gain``); ``batch_size`` individuals per batch; ``checkpoint_dir`` enables resume; ``progress(g,
+    final stage (``gp.final_gain``) and adapted in the generations (``gp.generation_gain``);
+    ``batch_size`` individuals per batch; ``checkpoint_dir`` enables resume; ``progress(g,
     n_generations, best: Evaluation)`` is called after every generation.
 
     Fitted attributes: ``best_structure_`` (names), ``best_codes_``, ``best_parameters_``,
-    ``best_fitness_``, ``best_rss_``, ``best_evaluation_``, ``history_`` (one row per
-    generation), ``population_history_`` (one row per individual and generation),
-    ``state_space_`` (JSON-able A, B, C, D at the identified values, f and g as strings),
-    ``polish_`` (the local search after the last generation: one row per evaluated neighbour,
-    ``chosen`` where it moved, see ``GPSettings.polish_rounds``),
-    ``final_`` (the final stage's fits, ``GPSettings.final_top``) and ``selection_`` (its
-    choice by the data's evidence, ``GPSettings.final_alpha``: effective samples, level,
-    moves), ``friction_gain_`` (the answer's friction gain, ``gp.final_gain.record``; the
-    settings carry it), ``best_output_`` (the best model's simulated velocity over the whole recording, from the
-    measured initial velocity), ``model_`` (the best model as a product,
-    ``models.drivetrain.product.DriveModel``), ``n_evaluations_``, ``resumed_from_``.
+    ``best_fitness_``, ``best_rss_``, ``best_evaluation_``, ``history_`` (a row per generation),
+    ``population_history_`` (a row per individual and generation), ``state_space_`` (JSON-able
+    A, B, C, D at the identified values, f and g as strings), ``polish_`` (the local search
+    after the last generation, ``GPSettings.polish_rounds``: a row per neighbour, ``chosen``
+    where it moved), ``final_`` (the final stage's fits, ``GPSettings.final_top``),
+    ``selection_`` (its choice by the evidence, ``final_alpha``: samples, level, moves),
+    ``friction_gain_`` (the answer's gain, ``gp.final_gain.record``, the settings carry it),
+    ``best_output_`` (the best model's velocity over the recording from the measured initial
+    one), ``model_`` (a ``models.drivetrain.product.DriveModel``), ``n_evaluations_``,
+    ``resumed_from_``.
 
     ``fit`` takes a recording table, plain ``RecordingArrays`` or a stored ``RecordingFile``;
     with a file, the workers get the file's path and hash instead of the arrays.
@@ -186,7 +186,8 @@ class StructureSearch:
         fn: Callable[[list[IndividualSpec]], list[Evaluation]]
         settings = settings or self.settings
         if over_gain:
-            fn = final_gain.batch_function(self._recording, data, settings, self.seed)
+            fn = final_gain.batch_function(self._recording, data, settings, self.seed,
+                                           self._gain.adopted)  # fmt: skip
         elif isinstance(self._recording, RecordingFile):
             fn = functools.partial(
                 evaluate_stored, recording=self._recording, settings=settings, seed=self.seed
@@ -205,7 +206,8 @@ class StructureSearch:
         s = self.settings = self._preset  # the preset's gain (a fit may have chosen another)
         self._cache: dict[str, Evaluation] = {}
         self._resumed_above: dict[str, float | None] = {}  # see _restore
-        self._dispatch = self._dispatcher(data)
+        on = final_gain.profiles(s, self.friction_gain) and s.structure_cache
+        self._gain = generation_gain.GenerationGain(on, s.generations)
         fingerprint = {"settings": s.to_dict(), "seed": self.seed, "data": data_fingerprint(data)}
         state = load_checkpoint(self.checkpoint_dir, fingerprint) if self.checkpoint_dir else None
         self.resumed_from_: int | None = None
@@ -216,9 +218,9 @@ class StructureSearch:
             start, history, pop_rows, best = 0, [], [], None
         else:
             rng, population, ahead, best = self._restore(state)
-            start, history, pop_rows = (
-                state["generation"], state["history"], state["population_rows"]
-            )  # fmt: skip
+            start, history = state["generation"], state["history"]
+            pop_rows = state["population_rows"]
+        self._dispatch = self._dispatcher(data)  # at the checkpoint's adopted gain, if any
         threshold = self._refine_threshold(
             {r["names"]: r["fitness"] for r in pop_rows if r["generation"] == start - 1}
         )
@@ -227,6 +229,7 @@ class StructureSearch:
             population = [ind.with_parameters(ev.parameters) for ind, ev in zip(population, evals)]
             fitness = np.array([ev.fitness for ev in evals])
             best = self._record(g, evals, best, history, pop_rows)
+            best = self._gain.adapt(self, g, pop_rows, data, best)  # gp.generation_gain
             threshold = self._refine_threshold({",".join(ev.structure): ev.fitness for ev in evals})
             if g + 1 < s.generations:
                 n_ahead = min(s.breed_ahead, s.population - s.n_elite - 1)
@@ -242,6 +245,7 @@ class StructureSearch:
                     "population_rows": pop_rows, "best": best.to_dict(),
                     "evaluated": {k: ev.to_dict() for k, ev in self._cache.items()},
                     "ahead": [ind.to_dict() for ind in ahead], "refine_above": pending,
+                    "friction_gain": self._gain.state(),
                 })  # fmt: skip
             if self.progress:
                 self.progress(g, s.generations, best)
@@ -272,6 +276,8 @@ class StructureSearch:
             evaluated = {k: _evaluation(v) for k, v in state.get("evaluated", {}).items()}
             field = "refine_above"
             above = {str(k): _threshold(v) for k, v in state.get("refine_above", {}).items()}
+            field = "friction_gain"
+            self._gain.restore(self, state.get("friction_gain"))
             field = "best"
             best = _evaluation(state["best"]) if state["best"] else None
             field = "generation"
@@ -309,7 +315,7 @@ class StructureSearch:
             "overall_best_fitness": best.fitness, "overall_best_codes": _codes(best),
             "overall_best_names": ",".join(best.structure),
             "new_structures": self._new_in_generation,
-            "evaluated_structures": len(self._cache),
+            "evaluated_structures": len(self._cache), "f_tanh": self.settings.f_tanh,
         })  # fmt: skip
         return best
 
@@ -345,38 +351,32 @@ class StructureSearch:
         against (``m``) and the evidence's moves. Over the friction gain (``gp.final_gain``)
         the settings take the answer's gain."""
         s, over = self.settings, final_gain.profiles(self.settings, self.friction_gain)
+        best = self._gain.charge(self._cache, best, s)  # an adopted gain counts (d + 1)
         fs = finalists.final_settings(s)
         dispatch = self._dispatcher(data, fs, {}, over) if s.final_top else None
         n_eff = selection.search_count(best, data, s) if dispatch and s.final_alpha > 0 else 0.0
         best, self.final_, steps = finalists.run(best, self._cache, s, dispatch, n_eff)
-        self.selection_ = selection.record(best, list(self._cache.values()), n_eff, s, steps)
+        self.selection_ = selection.record(best, list(self._cache.values()), n_eff, self._preset,
+                                           steps)  # fmt: skip
         self._n_final = dispatch.n_identifications if dispatch else 0
-        self.friction_gain_ = final_gain.record(best, s, self.friction_gain, over)
+        self.friction_gain_ = final_gain.record(best, self._preset, self.friction_gain, over)
+        self.friction_gain_ |= {"generations": self._gain.rows} if self._gain.at else {}
         self.settings = replace(s, f_tanh=self.friction_gain_["f_tanh"])
         return best
 
-    def _finish(
-        self, best: Evaluation, history: list, pop_rows: list, data: RecordingArrays
-    ) -> None:
+    def _finish(self, best: Evaluation, history: list, pop_rows: list,
+                data: RecordingArrays) -> None:  # fmt: skip
         self.best_evaluation_ = best
-        self.best_structure_ = list(best.structure)
-        self.best_codes_ = list(best.codes)
-        self.best_parameters_ = dict(best.parameters)
-        self.best_fitness_ = float(best.fitness)
+        self.best_structure_, self.best_codes_ = list(best.structure), list(best.codes)
+        self.best_parameters_, self.best_fitness_ = dict(best.parameters), float(best.fitness)
         self.best_rss_ = float(best.rss)
         self.history_ = pd.DataFrame(history)
         self.population_history_ = pd.DataFrame(pop_rows)
         model = assemble(best.structure, **self.settings.kit_options())
         self.state_space_ = model.numeric(best.parameters)
-        self.best_output_ = simulate(
-            best.structure,
-            data.u,
-            data.dt,
-            best.parameters,
-            y0=float(data.y[0]),
-            n_sub=best.n_sub,
-            **self.settings.kit_options(),
-        )
+        self.best_output_ = simulate(best.structure, data.u, data.dt, best.parameters,
+                                     y0=float(data.y[0]), n_sub=best.n_sub,
+                                     **self.settings.kit_options())  # fmt: skip
         self.model_ = DriveModel.from_settings(
             best.structure, best.parameters, self.settings, data.dt,
             source=f"StructureSearch seed {self.seed}, {self.settings.population} x "
