@@ -85,3 +85,41 @@ def show_search(r: dict, load: float) -> None:
     print(f"  #{r['machine']:2d} {r['kind']}: found {r['found']} [{r['relation']}] fitness "
           f"{r['fitness']:.4g} RSS {r['rss']:.4g} d {r['d']}; {inner}{alone}{par} "
           f"({r['wall_s']:.0f} s, load {load:.1f})", flush=True)  # fmt: skip
+
+
+#: what a row of ``drive_recovery search --rows FILE.jsonl`` depends on besides its machine
+ROW_KEYS = ("seed", "noise_percent", "boxes", "search_gain", "continuation", "prefilter",
+            "population", "generations")  # fmt: skip
+
+
+def row_key(args: Any) -> dict:
+    """The settings a resumable row was searched with (``ROW_KEYS`` of the command line)."""
+    return {k: getattr(args, k) for k in ROW_KEYS}
+
+
+def done_rows(path: str, args: Any) -> dict[int, dict]:
+    """The rows of a ``.jsonl`` rows file searched with ``args``' settings, by machine (a row
+    with other settings, or a line cut short by a killed run, is not reused)."""
+    import json
+    from pathlib import Path
+
+    out: dict[int, dict] = {}
+    if not path.endswith(".jsonl") or not Path(path).exists():
+        return out
+    for line in Path(path).read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict) and row.get("key") == row_key(args) and "machine" in row:
+            out[int(row["machine"])] = row
+    return out
+
+
+def append_row(path: str, args: Any, row: dict) -> None:
+    """Append one machine's row to a ``.jsonl`` rows file, with its settings (``row_key``)."""
+    import json
+
+    if path.endswith(".jsonl"):
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row | {"key": row_key(args)}, default=str) + "\n")

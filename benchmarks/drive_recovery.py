@@ -261,19 +261,22 @@ def search_one(i: int, m, rec, args) -> dict:
 
 
 def run_search(args, bench: Bench) -> None:
-    from benchmarks._search_diagnosis import show_search
+    """``--rows FILE.jsonl``: a row appended per machine, a rerun skips those (outside git)."""
+    from benchmarks._search_diagnosis import append_row, done_rows, show_search
 
     for _ in bench.runs():
         rng = np.random.default_rng(args.seed)
-        rows, kinds = [], Counter[str]()
+        rows, kinds, done = [], Counter[str](), done_rows(args.rows, args)
         for i in range(args.machines):
             m = draw_machine(rng, i)
             rec = add_noise(simulate_machine(m), args.noise_percent, rng)
             try:
-                rows.append(search_one(i, m, rec, args))
+                rows.append(done[i] if i in done else search_one(i, m, rec, args))
             except InputError:
                 kinds["refused by the scales"] += 1
                 continue
+            if i not in done:
+                append_row(args.rows, args, rows[-1])
             show_search(rows[-1], os.getloadavg()[0])
             r = rows[-1]
             if r["relation"] != "same":
@@ -283,7 +286,7 @@ def run_search(args, bench: Bench) -> None:
             elif r["outside"]:
                 kinds["structure found, a true value outside its 95 % interval"] += 1
         print("failures by kind:", dict(kinds) or "none")
-        if args.rows:
+        if args.rows and not args.rows.endswith(".jsonl"):
             Path(args.rows).write_text(json.dumps(rows, indent=1, default=str))
         n = args.machines
         exact = [r for r in rows if r["relation"] == "same"]
@@ -374,12 +377,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--continuation", choices=["on", "off"], default="on")
     parser.add_argument("--prefilter", choices=["default", "spectrum"], default="default",
                         help="the data preset's 25 Hz, or the recording's spectrum's cut-off")  # fmt: skip
-    parser.add_argument("--population", type=int, default=10, help="search: as the CLI's")
-    parser.add_argument("--generations", type=int, default=10, help="search: as the CLI's")
+    for name in ("--population", "--generations"):
+        parser.add_argument(name, type=int, default=10, help="search: as the CLI's")
     parser.add_argument("--workers", type=int, default=2, help="search: worker processes")
     parser.add_argument("--diagnose", action="store_true",
                         help="search: fit the truth alone when the search misses it")  # fmt: skip
-    parser.add_argument("--rows", default="", help="search: write the rows as JSON here")
+    parser.add_argument("--rows", default="", help="search: write the rows as JSON here; a "
+                        ".jsonl file: appended per machine, a rerun skips those done")  # fmt: skip
     add_arguments(parser, repeats=1)
     args = parser.parse_args(argv)
     global WIDE, PROFILE_GAIN, CONTINUE, SPECTRUM

@@ -1,0 +1,66 @@
+"""``benchmarks/drive_recovery.py search --rows FILE.jsonl``: a row appended per machine, a
+rerun with the same settings skips the machines already there (issue 26: a 30-machine run
+spanning sessions)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks import drive_recovery
+
+
+@pytest.fixture(autouse=True)
+def quick_machines(monkeypatch):
+    """The machines drawn as the benchmark draws them, their simulation skipped (the noise
+    still drawn from the same generator, so that the draws stay in step)."""
+    monkeypatch.setattr(drive_recovery, "simulate_machine", lambda m: None)
+    monkeypatch.setattr(drive_recovery, "add_noise", lambda rec, pct, rng: rng.normal(size=3))
+
+
+def _fake(calls):
+    def search_one(i, m, rec, args):
+        calls.append(i)
+        return {"machine": i, "kind": m.kind, "found": "one_mass", "relation": "other",
+                "wall_s": 10.0 + i, "fitness": 1.0, "rss": 1.0, "d": 1,
+                "truth_in_search": None}  # fmt: skip
+
+    return search_one
+
+
+def test_a_rerun_skips_the_machines_done_and_reports_them_all(tmp_path, monkeypatch, capsys):
+    rows = tmp_path / "rows.jsonl"
+    calls: list[int] = []
+    monkeypatch.setattr(drive_recovery, "search_one", _fake(calls))
+    argv = ["search", "--machines", "2", "--seed", "3", "--json", str(tmp_path / "b.json"),
+            "--rows", str(rows)]  # fmt: skip
+    drive_recovery.main(argv)
+    assert calls == [0, 1] and len(rows.read_text().splitlines()) == 2
+    # killed while writing a third row: the cut line is not reused; machine 2 searched anew
+    with rows.open("a") as f:
+        f.write('{"machine": 2, "kind": "cut sh')
+    calls.clear()
+    drive_recovery.main([*argv[:2], "3", *argv[3:]])
+    assert calls == [2]
+    out = capsys.readouterr().out
+    assert all(f"# {i} " in out for i in range(3))  # the rows reused are reported too
+    assert "11" in json.dumps(json.loads((tmp_path / "b.json").read_text()))  # median wall
+    # other settings (another seed or gain mode): nothing reused
+    calls.clear()
+    drive_recovery.main([*argv, "--search-gain", "fixed"])
+    assert calls == [0, 1]
+    keys = {json.dumps(json.loads(line)["key"], sort_keys=True)
+            for line in rows.read_text().splitlines() if line.startswith('{"machine": 0')}  # fmt: skip
+    assert len(keys) == 2
+
+
+@pytest.mark.parametrize("name", ["rows.json", "rows.txt"])
+def test_a_plain_rows_file_is_written_whole_at_the_end(tmp_path, monkeypatch, name):
+    calls: list[int] = []
+    monkeypatch.setattr(drive_recovery, "search_one", _fake(calls))
+    path = tmp_path / name
+    for _ in range(2):
+        drive_recovery.main(["search", "--machines", "1", "--json", str(tmp_path / "b.json"),
+                             "--rows", str(path)])  # fmt: skip
+    assert calls == [0, 0] and [r["machine"] for r in json.loads(path.read_text())] == [0]
