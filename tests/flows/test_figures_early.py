@@ -82,7 +82,8 @@ def test_a_queued_figure_is_drawn_by_a_child_while_the_command_works(
     assert built_here == []  # neither figure was built in this process
     # an early child yields to the study on a busy machine (the probe was drawn by a child)
     assert isinstance(queue[5], Pixels)
-    assert int(niceness.read_text()) == os.nice(0) + figures.EARLY_NICE
+    # (Linux caps niceness at 19: under `nice make test` the child is as nice as it can be)
+    assert int(niceness.read_text()) == min(os.nice(0) + figures.EARLY_NICE, 19)
     for k in (0, 1):
         here = draw(_builder(k)())
         assert isinstance(queue[k], Pixels)
