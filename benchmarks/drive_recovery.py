@@ -372,8 +372,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--noise-percent", type=float, default=0.5)
     parser.add_argument("--boxes", choices=["wide", "narrow"], default="wide")
     parser.add_argument("--friction-gain", choices=["fixed", "profile"], default="fixed")
-    parser.add_argument("--search-gain", choices=["auto", "fixed", "profile"], default="auto",
-                        help="search: the friction gain in the final stage (gp.final_gain)")  # fmt: skip
+    parser.add_argument("--search-gain", choices=["auto", "fixed", "profile", "adapt"],
+                        default="auto", help="search: the friction gain (gp.final_gain)")  # fmt: skip
     parser.add_argument("--continuation", choices=["on", "off"], default="on")
     parser.add_argument("--prefilter", choices=["default", "spectrum"], default="default",
                         help="the data preset's 25 Hz, or the recording's spectrum's cut-off")  # fmt: skip

@@ -23,7 +23,9 @@ When: ``friction_gain="auto"`` (``StructureSearch``'s default) profiles in a sea
 final stage and the evidence's choice (``final_top > 0`` and ``final_alpha > 0``: the
 ``data`` preset, what a user's recording gets); the reference and EMPS presets and
 ``--paper`` have no final stage and are unchanged; ``"fixed"`` never profiles, ``"profile"``
-whenever there is a final stage.
+whenever there is a final stage; ``"adapt"`` as ``"profile"``, and the generations adapt the
+gain too (``gp.generation_gain``; opt-in: it did not raise the exact count on the recovery
+benchmark's seed 1 and costs more, docs/methods.md §2.8).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from models.drivetrain.gp.evaluate import Evaluation, IndividualSpec, RecordingA
 from models.drivetrain.gp.recording import RecordingFile
 from models.drivetrain.gp.settings import GPSettings
 
-MODES = ("auto", "fixed", "profile")
+MODES = ("auto", "fixed", "profile", "adapt")
 
 
 @dataclass(frozen=True)
@@ -60,7 +62,7 @@ def profiles(settings: GPSettings, mode: str) -> bool:
         raise InputError(f"friction_gain must be one of {', '.join(MODES)}, got {mode!r}")
     if settings.final_top <= 0 or mode == "fixed":
         return False
-    return mode == "profile" or settings.final_alpha > 0
+    return mode in ("profile", "adapt") or settings.final_alpha > 0
 
 
 def identify_over_gain(
@@ -124,10 +126,12 @@ def batch_function(
     centre_estimated: bool = False,
 ) -> Any:  # fmt: skip
     """The stage's picklable batch evaluator over the gain (a stored recording: its path)."""
-    kw = {"settings": settings, "seed": seed, "centre_estimated": bool(centre_estimated)}
+    centre = bool(centre_estimated)
     if isinstance(recording, RecordingFile):
-        return functools.partial(evaluate_stored, recording=recording, **kw)
-    return functools.partial(evaluate_batch, data=data, **kw)
+        return functools.partial(evaluate_stored, recording=recording, settings=settings,
+                                 seed=seed, centre_estimated=centre)  # fmt: skip
+    return functools.partial(evaluate_batch, data=data, settings=settings, seed=seed,
+                             centre_estimated=centre)  # fmt: skip
 
 
 def gain_of(ev: Evaluation, default: float) -> float:

@@ -26,8 +26,10 @@ the final stage's fit at the centre counts ``d + 1`` too (``final_gain``'s
 ``friction_gain``) record every profile: generation, structure, the gain before, the gain
 after, whether adopted, the profile; the history's ``f_tanh`` the gain of each generation.
 
-Only where the final stage profiles (``final_gain.profiles``) and the structure cache is on:
-the reference, EMPS and ``--paper`` searches are unchanged.
+Only with ``StructureSearch(friction_gain="adapt")`` (opt-in: on the recovery benchmark's seed 1
+it left the exact count at 4/8 and cost more, docs/methods.md §2.8), where the final stage
+profiles (``final_gain.profiles``) and the structure cache is on: the default ``auto``, the
+reference, EMPS and ``--paper`` searches never adapt.
 """
 
 from __future__ import annotations
@@ -100,7 +102,7 @@ class GenerationGain:
         dispatch.run([("gain", IndividualSpec(structure, start, refine=True))])
         ev = dispatch.cache["gain"]
         adopted = final_gain.estimated(ev)
-        new = float(ev.f_tanh) if adopted else old
+        new = final_gain.gain_of(ev, old) if adopted else old
         self.rows.append({"generation": g, "structure": row["names"], "from_f_tanh": old,
                           "f_tanh": new, "adopted": adopted,
                           "profile": [[x, r if math.isfinite(r) else None]

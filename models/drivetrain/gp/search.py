@@ -72,8 +72,8 @@ class StructureSearch:
     -> results`` evaluates batches (lists of :class:`IndividualSpec`) possibly in parallel, or
     ``submit_batch(fn, batch) -> future`` starts one (``future.result()``: its evaluations);
     the search is the same on either, only ``submit_batch`` lets work overlap the breeding;
-    ``friction_gain`` (``auto``, ``fixed``, ``profile``): the friction gain profiled in the
-    final stage (``gp.final_gain``) and adapted in the generations (``gp.generation_gain``);
+    ``friction_gain`` (``auto``, ``fixed``, ``profile``, ``adapt``): the friction gain profiled
+    in the final stage (``gp.final_gain``), with ``adapt`` in the generations too (``gp.generation_gain``);
     ``batch_size`` individuals per batch; ``checkpoint_dir`` enables resume; ``progress(g,
     n_generations, best: Evaluation)`` is called after every generation.
 
@@ -206,7 +206,7 @@ class StructureSearch:
         s = self.settings = self._preset  # the preset's gain (a fit may have chosen another)
         self._cache: dict[str, Evaluation] = {}
         self._resumed_above: dict[str, float | None] = {}  # see _restore
-        on = final_gain.profiles(s, self.friction_gain) and s.structure_cache
+        on = self.friction_gain == "adapt" and final_gain.profiles(s, "adapt") and s.structure_cache
         self._gain = generation_gain.GenerationGain(on, s.generations)
         fingerprint = {"settings": s.to_dict(), "seed": self.seed, "data": data_fingerprint(data)}
         state = load_checkpoint(self.checkpoint_dir, fingerprint) if self.checkpoint_dir else None

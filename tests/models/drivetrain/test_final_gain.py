@@ -12,7 +12,7 @@ import pytest
 from methods.errors import InputError
 from models.drivetrain.evidence import f_test
 from models.drivetrain.excitation import reference_recording
-from models.drivetrain.gp import final_gain, generation_gain, selection
+from models.drivetrain.gp import final_gain, selection
 from models.drivetrain.gp.evaluate import Evaluation
 from models.drivetrain.gp.presets import data_settings, emps_settings, paper_settings
 from models.drivetrain.gp.search import StructureSearch
@@ -38,7 +38,7 @@ def _search(rec, gp, mode):
     return StructureSearch(4, 2, 0, settings=gp, friction_gain=mode).fit(rec)
 
 
-def test_the_final_stage_chooses_the_gain_and_finds_the_truth(coulomb_machine, monkeypatch):
+def test_the_final_stage_chooses_the_gain_and_finds_the_truth(coulomb_machine):
     """Oracle: a kit recording of {1,5,6} at f_tanh 1 where the data preset fixes 5. At the
     preset's gain the truth fits 1.55x worse than at its own (RSS 4.35 against 2.80, the
     prefiltered noise alone about 3.15), and the evidence moves the answer to
@@ -46,11 +46,10 @@ def test_the_final_stage_chooses_the_gain_and_finds_the_truth(coulomb_machine, m
     stage the answer is the truth, at a gain within 1.5x of the machine's (measured 1.19:
     the profile is flat within the noise between 1.0 and 1.2, RSS 2.83 and 2.80, and the
     next grid points 0.63 and 1.58 fit 24 % and 4 % worse), and the preset's gain stays off.
-    The final stage alone: the generations keep the preset's gain (``generation_gain.AT``
-    empty; with the default, this 4 x 2 search profiles after generation 0 a five-submodel
-    structure and adopts 0.63, and its generation 1 and final stage end at {1,5,6,7,8}, RSS
-    2.59 with 7 parameters: test_generation_gain.py covers the generations' adaptation)."""
-    monkeypatch.setattr(generation_gain, "AT", ())
+    The final stage alone: ``auto`` keeps the preset's gain in the generations (``adapt``
+    would profile after generation 0 of this 4 x 2 search a five-submodel structure and adopt
+    0.63, and its generation 1 and final stage end at {1,5,6,7,8}, RSS 2.59 with 7 parameters:
+    test_generation_gain.py covers the generations' adaptation)."""
     rec, gp = coulomb_machine
     assert gp.f_tanh == 5.0 and final_gain.profiles(gp, "auto")
     fixed = _search(rec, gp, "fixed")
@@ -58,6 +57,7 @@ def test_the_final_stage_chooses_the_gain_and_finds_the_truth(coulomb_machine, m
     assert not fixed.friction_gain_["profiled"] and not fixed.final_["gain_estimated"].any()
     found = _search(rec, gp, "auto")
     assert found.best_structure_ == TRUTH
+    assert "generations" not in found.friction_gain_ and set(found.history_["f_tanh"]) == {5.0}
     gain = found.friction_gain_["f_tanh"]
     assert abs(math.log(gain / TRUE_GAIN)) < math.log(1.5), found.friction_gain_
     assert found.friction_gain_["estimated"] and found.friction_gain_["preset_f_tanh"] == 5.0
