@@ -83,26 +83,30 @@ def identify_over_gain(
     centre, best = prof.centre or prof.evaluation, prof.evaluation
     d, k = best.n_params, settings.k_p
     cost = {"nfev": prof.nfev, "wall_s": prof.wall_s}
-    charge = {"n_params": d + 1, "fitness": best.fitness * (1.0 + k * d) / (1.0 + k * (d + 1))}
+    charge = {"n_params": d + 1, "fitness": recharged(best.fitness, k, d, d + 1)}
     if centre_estimated:  # the centre's fit counts the gain too: the lower RSS wins
-        return _with_gain(best, prof.f_tanh, True, prof.profile, **cost, **charge)
-    plain = _with_gain(centre, settings.f_tanh, False, prof.profile, **cost)
+        return with_gain(best, prof.f_tanh, True, prof.profile, **cost, **charge)
+    plain = with_gain(centre, settings.f_tanh, False, prof.profile, **cost)
     if best is centre:
         return plain
-    estimated = _with_gain(best, prof.f_tanh, True, prof.profile, **cost, **charge)
+    estimated = with_gain(best, prof.f_tanh, True, prof.profile, **cost, **charge)
     return estimated if estimated.fitness > plain.fitness else plain
 
 
-def _with_gain(
+def with_gain(
     ev: Evaluation, f_tanh: float, estimated: bool, profile: tuple, **changes: Any
 ) -> GainEvaluation:
+    """``ev`` as a ``GainEvaluation`` fitted at ``f_tanh`` (``changes``: fields replaced)."""
     values = {f.name: getattr(ev, f.name) for f in fields(Evaluation)}
     out = GainEvaluation(**values, f_tanh=float(f_tanh), gain_estimated=estimated,
                          gain_profile=tuple(profile))  # fmt: skip
     return replace(out, **changes)
 
 
-with_gain = _with_gain  # ``ev`` as a ``GainEvaluation`` at ``f_tanh`` (``gp.generation_gain``)
+def recharged(fitness: float, k_p: float, d: int, d_to: int) -> float:
+    """Eq. 19's fitness of a fit counted with ``d_to`` parameters instead of ``d`` (its penalty
+    ``1 + k_p d`` exchanged): a gain estimated (``d + 1``) or no longer counted."""
+    return fitness * (1.0 + k_p * d) / (1.0 + k_p * d_to)
 
 
 def evaluate_batch(

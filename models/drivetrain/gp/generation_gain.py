@@ -160,7 +160,7 @@ def _plain_fields(ev: Evaluation) -> dict:
 def _uncharged(ev: Evaluation, k_p: float) -> Evaluation:
     """The profile's fit as a generation's evaluation: at its gain, ``d`` parameters."""
     d = ev.n_params - 1
-    fitness = ev.fitness * (1.0 + k_p * (d + 1)) / (1.0 + k_p * d)
+    fitness = final_gain.recharged(ev.fitness, k_p, d + 1, d)
     return replace(Evaluation(**_plain_fields(ev)), n_params=d, fitness=fitness)
 
 
@@ -168,5 +168,5 @@ def _charged(ev: Evaluation, f_tanh: float, k_p: float) -> Evaluation:
     if not _smoothed(ev.structure) or final_gain.estimated(ev):
         return ev
     d = ev.n_params
-    fitness = ev.fitness * (1.0 + k_p * d) / (1.0 + k_p * (d + 1))
+    fitness = final_gain.recharged(ev.fitness, k_p, d, d + 1)
     return final_gain.with_gain(ev, f_tanh, True, (), n_params=d + 1, fitness=fitness)

@@ -79,7 +79,7 @@ def test_the_final_stage_chooses_the_gain_and_finds_the_truth(coulomb_machine):
 def _ev(structure, rss, d, **gain) -> Evaluation:
     ev = Evaluation(tuple(structure), (0,), {}, rss, rss, 1.0 / rss, d, 1, 0.0, False,
                     refined=True)  # fmt: skip
-    return final_gain._with_gain(ev, **gain) if gain else ev
+    return final_gain.with_gain(ev, **gain) if gain else ev
 
 
 def test_the_f_test_counts_an_estimated_gain():
