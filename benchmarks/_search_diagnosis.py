@@ -121,5 +121,11 @@ def append_row(path: str, args: Any, row: dict) -> None:
     import json
 
     if path.endswith(".jsonl"):
+        from pathlib import Path
+
+        line = json.dumps(row | {"key": row_key(args)}, default=str) + "\n"
+        old = Path(path).read_bytes() if Path(path).exists() else b""
+        if old and not old.endswith(b"\n"):  # a line cut short by a killed run
+            line = "\n" + line
         with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(row | {"key": row_key(args)}, default=str) + "\n")
+            f.write(line)

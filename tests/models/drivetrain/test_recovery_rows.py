@@ -64,3 +64,23 @@ def test_a_plain_rows_file_is_written_whole_at_the_end(tmp_path, monkeypatch, na
         drive_recovery.main(["search", "--machines", "1", "--json", str(tmp_path / "b.json"),
                              "--rows", str(path)])  # fmt: skip
     assert calls == [0, 0] and [r["machine"] for r in json.loads(path.read_text())] == [0]
+
+
+def test_a_cut_short_or_foreign_line_is_not_reused_and_the_next_row_survives(tmp_path):
+    """Hostile rows files: a last line cut short by a killed run, a row with other settings,
+    JSON that is not a row. Only valid rows of these settings are reused, and the row appended
+    after the cut line is a line of its own (not glued to the broken one)."""
+    from types import SimpleNamespace
+
+    from benchmarks._search_diagnosis import ROW_KEYS, append_row, done_rows
+
+    args = SimpleNamespace(**{k: 0 for k in ROW_KEYS})
+    other = SimpleNamespace(**{**vars(args), "seed": 1})
+    path = str(tmp_path / "rows.jsonl")
+    append_row(path, args, {"machine": 0, "found": "a"})
+    append_row(path, other, {"machine": 1, "found": "b"})
+    with open(path, "a", encoding="utf-8") as f:
+        f.write('[1, 2]\n"text"\n{"machine": 2, "found": "c", "key": {"se')  # killed mid-write
+    append_row(path, args, {"machine": 3, "found": "d"})
+    assert {i: r["found"] for i, r in done_rows(path, args).items()} == {0: "a", 3: "d"}
+    assert set(done_rows(path, other)) == {1}
