@@ -9,12 +9,14 @@ on the same fits.
 A search whose final stage chose the friction gain (``gp.final_gain``) carries the answer's
 gain in ``search.settings``: the intervals are those at that gain (given the gain: its own
 uncertainty is not in them), the rivals the search never refined are fitted at it, and the
-search-rule table takes each fit's own RSS and parameter count (``d + 1`` where the gain was
+search-rule table takes each fit's own RSS (the fitness's floor where it lies below, as the
+rule does: ``gp.selection.fitness_rss``) and parameter count (``d + 1`` where the gain was
 estimated). The velocity error's table (its BIC note) simulates every rival at the answer's
 gain, also one the stage fitted at another: that note is then only approximate."""
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import replace
@@ -33,6 +35,7 @@ from models.drivetrain.evidence import (
 from models.drivetrain.gp.dispatch import MapBatches
 from models.drivetrain.gp.evaluate import Evaluation
 from models.drivetrain.gp.recording import RecordingFile, as_arrays
+from models.drivetrain.gp.selection import fitness_rss
 from models.drivetrain.gp.signals import split_index
 from models.drivetrain.structure_fit import identify_rivals, rival_specs, structure_evidence
 from models.drivetrain.submodels import parse_structure
@@ -83,9 +86,10 @@ def _by_the_search_rule(
     n_fit = split_index(n_data, s.test_fraction)
     n, part = ((n_data - n_fit, "held-out tail") if n_fit < n_data
                else (n_data, "whole record"))  # fmt: skip
-    best = (tuple(search.best_codes_), tuple(search.best_structure_), float(search.best_rss_),
-            int(search.best_evaluation_.n_params))  # fmt: skip
-    rivals = [(ev.codes, ev.structure, ev.rss, ev.n_params, rel) for ev, rel in rows]
+    rss = functools.partial(fitness_rss, k_p=s.k_p)  # as the search's rule: the floor counts
+    best = (tuple(search.best_codes_), tuple(search.best_structure_),
+            float(rss(search.best_evaluation_)), int(search.best_evaluation_.n_params))  # fmt: skip
+    rivals = [(ev.codes, ev.structure, rss(ev), ev.n_params, rel) for ev, rel in rows]
     table = search_rival_table(best, rivals, n, chosen["n_eff"], alpha=chosen["alpha"],
                                m=int(chosen.get("m", 0)), part=part)  # fmt: skip
     notes = list(evidence.notes)

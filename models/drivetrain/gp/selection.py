@@ -103,18 +103,38 @@ def residual_count(residual: np.ndarray, u: np.ndarray) -> float:
     return effective_samples(int(e.size), residual_analysis(e, np.asarray(u, float)))
 
 
-def p_value(simple: Evaluation, rich: Evaluation, n_eff: float) -> float:
-    """The F-test's p of ``rich`` against ``simple`` on the fitness RSS (1 when ``rich`` has no
-    more parameters, does not fit better, or the count leaves no degrees of freedom)."""
+def fitness_rss(ev: Evaluation, k_p: float | None = None) -> float:
+    """The RSS eq. 19's fitness charged ``ev`` (``k_p``: the search's penalty factor): its
+    own, or the fitness's floor where the fit lies below it (``evaluate.FLOOR`` of the
+    output's sum of squares: below it the RSS is rounding, not fit; a noise-free recording's
+    exact fits end there). ``k_p`` None: its own."""
+    if k_p is None or not ev.fitness > 0:
+        return ev.rss
+    charged = 1.0 / (ev.fitness * (1.0 + k_p * ev.n_params))
+    return charged if charged > ev.rss * (1.0 + 1e-9) else ev.rss
+
+
+def at_floor(ev: Evaluation, k_p: float) -> bool:
+    """Whether ``ev`` fits to the fitness's floor (:func:`fitness_rss`): no fit with as many
+    parameters or more can then be fitter, nor a richer one significantly better."""
+    return fitness_rss(ev, k_p) > ev.rss
+
+
+def p_value(simple: Evaluation, rich: Evaluation, n_eff: float, k_p: float | None = None) -> float:
+    """The F-test's p of ``rich`` against ``simple`` on the fitness RSS (:func:`fitness_rss`
+    with ``k_p``; 1 when ``rich`` has no more parameters, does not fit better, or the count
+    leaves no degrees of freedom)."""
     if rich.n_params <= simple.n_params:
         return 1.0
-    _, p = f_test(simple.rss, simple.n_params, rich.rss, rich.n_params, n_eff)
+    rss_s, rss_r = fitness_rss(simple, k_p), fitness_rss(rich, k_p)
+    _, p = f_test(rss_s, simple.n_params, rss_r, rich.n_params, n_eff)
     return float(p) if math.isfinite(p) else 1.0
 
 
 def significant_richer(
-    answer: Evaluation, candidates: Sequence[Evaluation], n_eff: float, alpha: float
-) -> tuple[list[tuple[Evaluation, float]], float, int]:
+    answer: Evaluation, candidates: Sequence[Evaluation], n_eff: float, alpha: float,
+    k_p: float | None = None,
+) -> tuple[list[tuple[Evaluation, float]], float, int]:  # fmt: skip
     """The candidates richer than ``answer`` (more parameters, another structure) that fit
     significantly better, with their p, ordered by (parameters, RSS, structure); the level
     ``alpha / m`` and ``m`` (richer candidates tested)."""
@@ -122,18 +142,20 @@ def significant_richer(
               if ev.n_params > answer.n_params and ev.structure != answer.structure]  # fmt: skip
     m = len(richer)
     level = alpha / max(m, 1)
-    tested = [(ev, p_value(answer, ev, n_eff)) for ev in richer]
+    tested = [(ev, p_value(answer, ev, n_eff, k_p)) for ev in richer]
     hits = [(ev, p) for ev, p in tested if p < level]
     hits.sort(key=lambda t: (t[0].n_params, t[0].rss, t[0].structure))
     return hits, level, m
 
 
 def choose(
-    answer: Evaluation, candidates: Sequence[Evaluation], n_eff: float, alpha: float
-) -> tuple[Evaluation, list[Step]]:
+    answer: Evaluation, candidates: Sequence[Evaluation], n_eff: float, alpha: float,
+    k_p: float | None = None,
+) -> tuple[Evaluation, list[Step]]:  # fmt: skip
     """The fitness's ``answer`` moved while a richer candidate fits significantly better
     (module docstring): to the significant one with the fewest parameters (then the lowest
-    RSS), again from there; ``alpha <= 0``: the answer unchanged. Candidates should be full
+    RSS), again from there; ``alpha <= 0``: the answer unchanged; ``k_p``: RSS below the
+    fitness's floor counted at it (:func:`fitness_rss`). Candidates should be full
     (refined) fits: a stalled fit of a simpler structure would make a richer one look better.
     Returns the choice and its moves."""
     steps: list[Step] = []
@@ -141,7 +163,7 @@ def choose(
         return answer, steps
     seen = {answer.structure}
     while True:
-        hits, level, m = significant_richer(answer, candidates, n_eff, alpha)
+        hits, level, m = significant_richer(answer, candidates, n_eff, alpha, k_p)
         hits = [(ev, p) for ev, p in hits if ev.structure not in seen]
         if not hits:
             return answer, steps

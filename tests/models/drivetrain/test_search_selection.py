@@ -6,6 +6,7 @@ that applies it, and the rival table a search shows (the same rule on the same f
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -154,6 +155,48 @@ def test_the_final_stage_refits_richer_structures_and_moves_to_a_significant_one
     # nor does it move when the refit gains only noise
     fits[tuple(FOUR)] = _ev(FOUR, 0.1095, 11)
     assert _stage(fits, search, N_EFF)[0].structure == tuple(TWO)
+
+
+def _exact(structure, rss, d, floor=1e-10, k_p=2.0) -> Evaluation:
+    """A fit of a noise-free recording: its fitness charges the floor where ``rss`` lies below
+    it (``evaluate.FLOOR`` of the output's sum of squares), as ``evaluate.identify``'s does."""
+    ev = _ev(structure, rss, d, k_p=k_p)
+    return replace(ev, fitness=1.0 / (max(rss, floor) * (1.0 + k_p * d)))
+
+
+def test_below_the_fitness_floor_a_richer_fit_is_no_better():
+    # noise-free: the answer is exact (RSS below the floor); a richer fit ends lower still,
+    # by rounding. On the raw RSS that was a drop of 99 %, "significant"; at the floor none
+    two, three = _exact(TWO, 2e-15, 5), _exact(THREE, 2e-17, 8)
+    assert selection.at_floor(two, 2.0) and selection.fitness_rss(two, 2.0) == pytest.approx(1e-10)
+    assert selection.p_value(two, three, N_EFF) < 1e-6  # the raw RSS
+    assert selection.p_value(two, three, N_EFF, k_p=2.0) == 1.0
+    assert selection.choose(two, [two, three], N_EFF, 0.01, k_p=2.0) == (two, [])
+    # above the floor the RSS is the fit's own: nothing changes
+    above = _exact(TWO, 0.110, 5)
+    assert not selection.at_floor(above, 2.0) and selection.fitness_rss(above, 2.0) == 0.110
+    four = _exact(FOUR, 0.092, 11)
+    assert selection.p_value(above, four, N_EFF, 2.0) == selection.p_value(above, four, N_EFF)
+    assert selection.choose(above, [above, four], N_EFF, 0.01, k_p=2.0)[0] is four
+
+
+def test_the_final_stage_fits_nothing_that_cannot_beat_an_exact_answer():
+    # the answer two masses + gravity fits to the floor: the richer structures and those with
+    # as many parameters cannot win (eq. 19 charges them at least as much), only the simpler
+    two = _exact(TWO, 2e-15, 5)
+    search = [two, _exact(FOUR, 0.3, 11), _exact(THREE, 0.2, 8), _exact(["two_mass"], 0.5, 4)]
+    fits = {ev.structure: ev for ev in (_exact(["one_mass", "gravity"], 1.0, 2),
+                                        _exact(["two_mass"], 0.5, 4), _exact(THREE, 1e-16, 8),
+                                        _exact(FOUR, 1e-16, 11), _exact(["three_mass"], 0.5, 7),
+                                        _exact(["four_mass"], 0.5, 10))}  # fmt: skip
+    out, frame, steps, dispatch = _stage(fits, search, N_EFF)
+    assert out is two and steps == []
+    assert sorted(dispatch.asked) == [("one_mass", "gravity"), ("two_mass",)]
+    assert sorted(frame["names"]) == ["one_mass,gravity", "two_mass"]
+    # the same answer above the floor: the richer ones are refitted as before
+    above = _exact(TWO, 0.110, 5)
+    _, _, _, dispatch = _stage(fits | {above.structure: above}, [above, *search[1:]], N_EFF)
+    assert tuple(FOUR) in dispatch.asked
 
 
 def test_the_reference_and_the_paper_do_not_choose_by_the_evidence():
