@@ -9,7 +9,11 @@ the truth and at least as many inertias, and more of something); ``simpler`` (th
 ``truth_in_search(search, truth)``: the search's own evaluation of the true structure, if it
 identified it (generations or the local search at the end), else None.
 
+``search_facts(search, truth)``: both, and the evidence's numbers, for a row.
+
 ``show_search(row, load)``: one machine's line, with ``gain_line`` (the answer's friction gain).
+
+``miss_kind(row)``: why a search answered another structure (the summary's failure kinds).
 
 ``evidence_line(selection)``: the search's choice by the data's evidence (its
 ``selection_``) as a second line (starting with a newline), or "" when it chose by the
@@ -52,6 +56,16 @@ def truth_in_search(search: Any, truth: Iterable[str]) -> Evaluation | None:
     return None
 
 
+def search_facts(search: Any, truth: Iterable[str]) -> dict:
+    """A row's ``truth_in_search`` (the search's fit of the truth: fitness, RSS, refined,
+    parameters; None if never tried) and ``selection`` (the evidence's count, ``m``, level)."""
+    t = truth_in_search(search, truth)
+    sel = getattr(search, "selection_", None) or {}
+    return {"truth_in_search": t and {"fitness": t.fitness, "rss": t.rss, "refined": t.refined,
+                                      "n_params": t.n_params},
+            "selection": {k: v for k, v in sel.items() if k in ("n_eff", "m", "alpha")}}  # fmt: skip
+
+
 def evidence_line(selection: dict | None) -> str:
     """One line for a search's ``selection_`` (effective samples, richer candidates, moves)."""
     sel = selection or {}
@@ -85,6 +99,35 @@ def show_search(r: dict, load: float) -> None:
     print(f"  #{r['machine']:2d} {r['kind']}: found {r['found']} [{r['relation']}] fitness "
           f"{r['fitness']:.4g} RSS {r['rss']:.4g} d {r['d']}; {inner}{alone}{par} "
           f"({r['wall_s']:.0f} s, load {load:.1f})", flush=True)  # fmt: skip
+
+
+def miss_kind(r: dict) -> str:
+    """Why a search answered another structure than the truth (a failure kind of the summary):
+    the truth never tried or only screened; else, with the row's ``selection`` (the search's
+    effective count ``n_eff``, level ``alpha / m``) and the truth's refined fit, the F-test of
+    the nested pair on the fitness RSS: a truth richer than the answer that fits no
+    significantly better is *not supported by the data* (its extra parts within the noise:
+    the rule's answer is right by its own standard), one that does was *missed by the rule*;
+    an answer richer than the truth that fits significantly better means the truth's fit
+    stalled; otherwise (or not nested) eq. 19 preferred the answer."""
+    from models.drivetrain.evidence import f_test
+
+    rel, t, sel = r["relation"], r.get("truth_in_search"), r.get("selection")
+    head = f"another structure ({rel})"
+    if t is None or not t.get("refined"):
+        return f"{head}: the truth {'never tried' if t is None else 'only screened'}"
+    if not sel or "n_params" not in t or not sel.get("alpha"):
+        return head
+    level = sel["alpha"] / max(int(sel["m"]), 1)
+    if rel == "simpler":
+        p = f_test(r["rss"], r["d"], t["rss"], t["n_params"], sel["n_eff"])[1]
+        supported = p == p and p < level  # nan (no degrees of freedom): not supported
+        return f"{head}: the truth {'missed by the rule' if supported else 'not supported by the data'}"
+    if rel == "richer":
+        p = f_test(t["rss"], t["n_params"], r["rss"], r["d"], sel["n_eff"])[1]
+        if p == p and p < level:
+            return f"{head}: the truth's fit stalled (the answer significantly better)"
+    return f"{head}: eq. 19 preferred it (truth fitness {t['fitness']:.3g} < {r['fitness']:.3g})"
 
 
 #: what a row of ``drive_recovery search --rows FILE.jsonl`` depends on besides its machine

@@ -228,7 +228,7 @@ def search_one(i: int, m, rec, args) -> dict:
     """One machine's search (``--population`` x ``--generations``, ``--workers`` processes):
     the structure found, its relation to the truth (``benchmarks._search_diagnosis``), the truth's evaluation
     inside the search and, with ``--diagnose``, the truth fitted alone (``single``'s fit)."""
-    from benchmarks._search_diagnosis import evidence_line, relation, truth_in_search
+    from benchmarks._search_diagnosis import evidence_line, relation, search_facts
     from benchmarks.drive_search import ProcessMap
     from models.drivetrain.gp import StructureSearch
 
@@ -248,8 +248,7 @@ def search_one(i: int, m, rec, args) -> dict:
     gp = replace(gp, f_tanh=s.settings.f_tanh)  # the answer's gain (chosen by the stage)
     row["evidence"] = (evidence_line(getattr(s, "selection_", None))  # the evidence's choice
                        + f"; prefilter {gp.identification.prefilter_hz:g} Hz")  # fmt: skip
-    t = truth_in_search(s, m.structure)
-    row["truth_in_search"] = t and {"fitness": t.fitness, "rss": t.rss, "refined": t.refined}
+    row |= search_facts(s, m.structure)
     if row["relation"] == "same":
         row |= interval_check(m.structure, m.params, s.best_parameters_, rec, gp,
                               s.best_evaluation_.n_sub)  # fmt: skip
@@ -262,7 +261,7 @@ def search_one(i: int, m, rec, args) -> dict:
 
 def run_search(args, bench: Bench) -> None:
     """``--rows FILE.jsonl``: a row appended per machine, a rerun skips those (outside git)."""
-    from benchmarks._search_diagnosis import append_row, done_rows, show_search
+    from benchmarks._search_diagnosis import append_row, done_rows, miss_kind, show_search
 
     for _ in bench.runs():
         rng = np.random.default_rng(args.seed)
@@ -280,7 +279,7 @@ def run_search(args, bench: Bench) -> None:
             show_search(rows[-1], os.getloadavg()[0])
             r = rows[-1]
             if r["relation"] != "same":
-                kinds[f"another structure ({r['relation']})"] += 1
+                kinds[miss_kind(r)] += 1
             elif r["ident"] > PARAM_TOL:
                 kinds["structure found, an identifiable parameter > 10 % off"] += 1
             elif r["outside"]:

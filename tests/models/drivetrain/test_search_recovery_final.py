@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks._search_diagnosis import relation, truth_in_search
+from benchmarks._search_diagnosis import miss_kind, relation, truth_in_search
 from methods.errors import InputError
 from models.drivetrain.excitation import reference_recording
 from models.drivetrain.gp import finalists
@@ -48,6 +48,31 @@ def test_relation_of_a_found_structure_to_the_truth():
     assert relation(["two_mass", "coulomb"], truth) == "simpler"
     assert relation(["three_mass", "coulomb"], truth) == "other"
     assert relation(["two_mass", "viscous", "coulomb", "stribeck"], ["one_mass"]) == "richer"
+
+
+def test_a_miss_is_classified_by_what_the_search_knew_of_the_truth():
+    # the answer two masses (RSS 0.110, d 5, fitness by eq. 19), n_eff 150, level 0.01 / 4
+    sel = {"n_eff": 150.0, "m": 4, "alpha": 0.01}
+    row = {"relation": "simpler", "rss": 0.110, "d": 5, "fitness": 1 / (0.110 * 11),
+           "selection": sel}  # fmt: skip
+
+    def truth(rss, d, refined=True):
+        return {"rss": rss, "n_params": d, "refined": refined, "fitness": 1 / (rss * (1 + 2 * d))}
+
+    assert miss_kind(row | {"truth_in_search": None}).endswith("the truth never tried")
+    assert miss_kind(row | {"truth_in_search": truth(0.05, 8, False)}).endswith("only screened")
+    # a richer truth 0.3 % better (within the noise), 16 % better (p 3e-4 < 0.0025)
+    assert miss_kind(row | {"truth_in_search": truth(0.1097, 8)}).endswith(
+        "not supported by the data")  # fmt: skip
+    assert miss_kind(row | {"truth_in_search": truth(0.092, 8)}).endswith("missed by the rule")
+    # an answer richer than the truth and far better: the truth's fit stalled
+    rich = row | {"relation": "richer", "truth_in_search": truth(0.5, 2)}
+    assert miss_kind(rich).endswith("the truth's fit stalled (the answer significantly better)")
+    assert "eq. 19 preferred" in miss_kind(row | {"relation": "other",
+                                                  "truth_in_search": truth(0.2, 5)})  # fmt: skip
+    # a row from before the evidence's numbers were kept: the relation alone
+    assert miss_kind(row | {"selection": {}, "truth_in_search": truth(0.092, 8)}) == (
+        "another structure (simpler)")  # fmt: skip
 
 
 def test_candidates_are_the_fittest_refined_and_the_best_one_step_simpler():
