@@ -43,7 +43,12 @@ from models.drivetrain.gp.evaluate import (
     identify,
     refinement,
 )
-from models.drivetrain.gp.operators import extensions, from_structure, simplifications
+from models.drivetrain.gp.operators import (
+    extensions,
+    from_structure,
+    simplifications,
+    switched_off,
+)
 from models.drivetrain.gp.recording import RecordingFile, as_arrays, evaluate_stored
 from models.drivetrain.gp.settings import GPSettings
 from models.drivetrain.gp.signals import initial_velocity, lowpass, split_index
@@ -94,7 +99,7 @@ def rival_specs(
     """The one-step neighbours of ``structure`` as specs with their relation, simpler or
     richer: a start from the inherited parameters (or ``known`` ones; the added ones at their
     nominals) and, for a richer one, a second start with the added submodel nearly switched
-    off (``_off``), from which the fit begins next to the structure's own."""
+    off (``operators.switched_off``), from which the fit begins next to the structure's own."""
     centre = from_structure(structure, parameters, settings)
     out: list[tuple[IndividualSpec, str]] = []
     seen = {centre.structure}
@@ -107,30 +112,8 @@ def rival_specs(
             start = (known or {}).get(ind.structure, ind.parameters)
             out.append((IndividualSpec(ind.structure, tuple(sorted(start.items()))), relation))
             if relation == "richer":
-                off = _off(ind.structure, ind.parameters, set(parameters), settings)
+                off = switched_off(ind.structure, ind.parameters, set(parameters), settings)
                 out.append((IndividualSpec(ind.structure, tuple(sorted(off.items()))), relation))
-    return out
-
-
-def _off(
-    structure: Sequence[str], start: dict[str, float], inherited: set[str], settings: GPSettings
-) -> dict[str, float]:
-    """``start`` with every parameter not ``inherited`` at the end of its box where it acts
-    least: springs stiffest, the offset torque 0, everything else smallest; a new inertia
-    ``J{k}`` is taken from ``J{k-1}`` (the total kept where the boxes allow)."""
-    out = dict(start)
-    specs = {sp.name: sp for kind in structure for sp in settings.specs(kind)}
-    for name, sp in specs.items():
-        if name in inherited:
-            continue
-        if name[0] == "c" and name[1:].isdigit():
-            out[name] = sp.upper
-        else:
-            out[name] = min(max(0.0, sp.lower), sp.upper)
-        before = f"J{int(name[1:]) - 1}" if name[0] == "J" and name[1:].isdigit() else ""
-        if before in specs and before in out:
-            low, high = specs[before].lower, specs[before].upper
-            out[before] = min(max(out[before] - out[name], low), high)
     return out
 
 

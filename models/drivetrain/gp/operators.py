@@ -7,6 +7,8 @@ when backlash is present).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from models.drivetrain.gp.settings import GPSettings
@@ -187,6 +189,38 @@ def from_structure(structure, parameters: dict, settings: GPSettings) -> Individ
              tuple((sp.name, float(parameters.get(sp.name, sp.nominal)))
                    for sp in settings.specs(kind)))
         for i, kind in enumerate(kinds)))  # fmt: skip
+
+
+def switched_off(
+    structure: Sequence[str], start: dict[str, float], inherited: set[str], settings: GPSettings
+) -> dict[str, float]:
+    """``start`` with every parameter not ``inherited`` at the end of its box where it acts
+    least: springs stiffest, the offset torque 0, everything else smallest; a new inertia
+    ``J{k}`` is taken from ``J{k-1}`` (the total kept where the boxes allow)."""
+    out = dict(start)
+    specs = {sp.name: sp for kind in structure for sp in settings.specs(kind)}
+    for name, sp in specs.items():
+        if name in inherited:
+            continue
+        if name[0] == "c" and name[1:].isdigit():
+            out[name] = sp.upper
+        else:
+            out[name] = min(max(0.0, sp.lower), sp.upper)
+        before = f"J{int(name[1:]) - 1}" if name[0] == "J" and name[1:].isdigit() else ""
+        if before in specs and before in out:
+            low, high = specs[before].lower, specs[before].upper
+            out[before] = min(max(out[before] - out[name], low), high)
+    return out
+
+
+def nests(rich: tuple[str, ...], simple: tuple[str, ...]) -> bool:
+    """Whether structure ``rich`` contains ``simple`` (and is not it): as many inertias or
+    more and every other submodel of ``simple`` (a ladder contains one with fewer inertias at
+    its stiffest springs, :func:`switched_off`)."""
+    kr, ks = canonical(rich), canonical(simple)
+    masses = sum(k.n_masses for k in kr) >= sum(k.n_masses for k in ks)
+    others = {k for k in ks if k not in MULTI_MASS} <= {k for k in kr if k not in MULTI_MASS}
+    return masses and others and set(kr) != set(ks)
 
 
 def neighbours(ind: Individual, settings: GPSettings) -> list[Individual]:

@@ -157,6 +157,31 @@ def test_the_final_stage_refits_richer_structures_and_moves_to_a_significant_one
     assert _stage(fits, search, N_EFF)[0].structure == tuple(TWO)
 
 
+def test_the_richer_refits_contain_the_answer_and_start_from_it():
+    # the answer two masses + gravity; the search's richer fits: three masses + gravity (it
+    # contains the answer), a four-mass ladder without gravity (it does not: not the F-test's
+    # nested pair) and two masses + gravity + delay; the stage refits the two that contain it,
+    # each from the answer's parameters with what it adds switched off
+    s = GPSettings(allowed=("one_mass", "two_mass", "three_mass", "four_mass", "gravity",
+                            "delay"))  # fmt: skip
+    two = replace(_ev(TWO, 0.110, 5), parameters={"J1": 0.02, "J2": 0.03, "c1": 80.0,
+                                                  "d1": 0.1, "M_G": 0.5})  # fmt: skip
+    search = [two, _ev(THREE, 0.2, 8, refined=False), _ev(["four_mass"], 0.05, 10),
+              _ev([*TWO, "delay"], 0.3, 6)]  # fmt: skip
+    jobs = finalists.richer_jobs(two, search, N_EFF, set(), s)
+    assert [sp.structure for _, sp in jobs] == [
+        ("three_mass", "gravity"), ("two_mass", "gravity", "delay")]  # fmt: skip
+    three = dict(jobs[0][1].start)
+    specs = {sp.name: sp for sp in s.specs("three_mass")}
+    assert three["c2"] == specs["c2"].upper and three["d2"] == specs["d2"].lower
+    assert three["J3"] == specs["J3"].lower
+    assert three["J2"] == pytest.approx(0.03 - specs["J3"].lower)
+    assert {k: three[k] for k in ("J1", "c1", "d1", "M_G")} == {
+        "J1": 0.02, "c1": 80.0, "d1": 0.1, "M_G": 0.5}  # fmt: skip
+    delay = dict(jobs[1][1].start)
+    assert delay["T_d"] == min(max(0.0, s.specs("delay")[0].lower), s.specs("delay")[0].upper)
+
+
 def _exact(structure, rss, d, floor=1e-10, k_p=2.0) -> Evaluation:
     """A fit of a noise-free recording: its fitness charges the floor where ``rss`` lies below
     it (``evaluate.FLOOR`` of the output's sum of squares), as ``evaluate.identify``'s does."""
