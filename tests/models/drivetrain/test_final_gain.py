@@ -41,9 +41,11 @@ def _search(rec, gp, mode):
 def test_the_final_stage_chooses_the_gain_and_finds_the_truth(coulomb_machine):
     """Oracle: a kit recording of {1,5,6} at f_tanh 1 where the data preset fixes 5. At the
     preset's gain the truth fits 1.55x worse than at its own (RSS 4.35 against 2.80, the
-    prefiltered noise alone about 3.15), and the evidence moves the answer to
-    one_mass+viscous+stribeck+gravity (p 7.7e-5); with the gain chosen by the fit in the final
-    stage the answer is the truth, at a gain within 1.5x of the machine's (measured 1.19:
+    prefiltered noise alone about 3.15): the search at the preset's gain keeps the truth's
+    structure with that worse fit (until its richer refits had to contain the answer,
+    ``finalists.richer_jobs``, it refitted a structure without Coulomb friction and moved to
+    one_mass+viscous+stribeck+gravity, p 7.7e-5); with the gain chosen by the fit in the final
+    stage the answer is the truth at the noise, at a gain within 1.5x of the machine's (measured 1.19:
     the profile is flat within the noise between 1.0 and 1.2, RSS 2.83 and 2.80, and the
     next grid points 0.63 and 1.58 fit 24 % and 4 % worse), and the preset's gain stays off.
     The final stage alone: ``auto`` keeps the preset's gain in the generations (``adapt``
@@ -53,10 +55,11 @@ def test_the_final_stage_chooses_the_gain_and_finds_the_truth(coulomb_machine):
     rec, gp = coulomb_machine
     assert gp.f_tanh == 5.0 and final_gain.profiles(gp, "auto")
     fixed = _search(rec, gp, "fixed")
-    assert fixed.best_structure_ != TRUTH and fixed.friction_gain_["f_tanh"] == 5.0
+    assert fixed.friction_gain_["f_tanh"] == 5.0
     assert not fixed.friction_gain_["profiled"] and not fixed.final_["gain_estimated"].any()
     found = _search(rec, gp, "auto")
     assert found.best_structure_ == TRUTH
+    assert fixed.best_rss_ > 1.4 * found.best_rss_  # measured 4.35 against 2.80
     assert "generations" not in found.friction_gain_ and set(found.history_["f_tanh"]) == {5.0}
     gain = found.friction_gain_["f_tanh"]
     assert abs(math.log(gain / TRUE_GAIN)) < math.log(1.5), found.friction_gain_
