@@ -26,25 +26,17 @@ from collections.abc import Iterable
 from typing import Any
 
 from models.drivetrain.gp.evaluate import Evaluation
-from models.drivetrain.submodels import MULTI_MASS, Submodel, canonical
-
-
-def _split(structure: Iterable[str]) -> tuple[int, frozenset[Submodel]]:
-    kinds = canonical(structure)
-    masses = max((k.n_masses for k in kinds if k in MULTI_MASS), default=0)
-    return masses, frozenset(k for k in kinds if k not in MULTI_MASS)
+from models.drivetrain.gp.operators import nests
+from models.drivetrain.submodels import canonical
 
 
 def relation(found: Iterable[str], truth: Iterable[str]) -> str:
-    """``same``, ``richer``, ``simpler`` or ``other`` (module docstring)."""
-    (m_f, o_f), (m_t, o_t) = _split(found), _split(truth)
-    if m_f == m_t and o_f == o_t:
+    """``same``, ``richer``, ``simpler`` or ``other`` (module docstring; ``operators.nests``,
+    the final stage's own containment)."""
+    f, t = tuple(found), tuple(truth)
+    if set(canonical(f)) == set(canonical(t)):
         return "same"
-    if m_f >= m_t and o_f >= o_t:
-        return "richer"
-    if m_f <= m_t and o_f <= o_t:
-        return "simpler"
-    return "other"
+    return "richer" if nests(f, t) else "simpler" if nests(t, f) else "other"
 
 
 def truth_in_search(search: Any, truth: Iterable[str]) -> Evaluation | None:
