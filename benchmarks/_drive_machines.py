@@ -240,17 +240,34 @@ def _reverses(v: np.ndarray, v_max: float) -> bool:
     return bool(v.min() < -REVERSE_SHARE * v_max and v.max() > REVERSE_SHARE * v_max)
 
 
-def _resonance_top(p: dict[str, float], n: int) -> float:
-    """Highest undamped natural frequency [Hz] of the ladder (0 for one mass)."""
+def modes_hz(p: dict[str, float], n: int) -> list[float]:
+    """The undamped natural frequencies [Hz] of an ``n``-inertia ladder with ``p``'s inertias
+    and springs, lowest first, without the rigid-body mode (none for one mass)."""
     if n == 1:
-        return 0.0
+        return []
     K = np.zeros((n, n))
     for i in range(n - 1):
         c = p[f"c{i + 1}"]
         K[i : i + 2, i : i + 2] += c * np.array([[1, -1], [-1, 1]])
     M = np.diag([p[f"J{i + 1}"] for i in range(n)])
-    w2 = np.linalg.eigvals(np.linalg.solve(M, K)).real
-    return float(math.sqrt(max(w2.max(), 0.0)) / (2 * math.pi))
+    w2 = np.sort(np.linalg.eigvals(np.linalg.solve(M, K)).real)
+    return [math.sqrt(w) / (2 * math.pi) for w in w2 if w > 1e-9 * w2[-1]]
+
+
+def _resonance_top(p: dict[str, float], n: int) -> float:
+    """Highest undamped natural frequency [Hz] of the ladder (0 for one mass)."""
+    return max(modes_hz(p, n), default=0.0)
+
+
+def dynamics(m: Machine) -> dict:
+    """What of ``m`` a recording shows only in its upper band: the ladder's modes [Hz], the
+    current loop's corner ``1 / (2 pi T_1)`` [Hz] and the dead time [ms] (None: absent);
+    a search whose prefilter cuts below them sees them only through their low-band effect."""
+    n = next(MASSES[k] for k in m.structure if k in MASSES)
+    t1, td = m.params.get("T_1"), m.params.get("T_d")
+    return {"modes_hz": [round(f, 2) for f in modes_hz(m.params, n)],
+            "lag_hz": round(1.0 / (2 * math.pi * t1), 2) if t1 else None,
+            "delay_ms": round(1e3 * td, 3) if td else None}  # fmt: skip
 
 
 def add_noise(rec: pd.DataFrame, percent: float, rng: np.random.Generator) -> pd.DataFrame:

@@ -9,7 +9,8 @@ the truth and at least as many inertias, and more of something); ``simpler`` (th
 ``truth_in_search(search, truth)``: the search's own evaluation of the true structure, if it
 identified it (generations or the local search at the end), else None.
 
-``search_facts(search, truth)``: both, and the evidence's numbers, for a row.
+``search_facts(search, machine)``: the truth's fit, the evidence's numbers and the machine's
+upper-band dynamics (``dynamics_line`` prints them) for a row.
 
 ``show_search(row, load)``: one machine's line, with ``gain_line`` (the answer's friction gain).
 
@@ -48,14 +49,27 @@ def truth_in_search(search: Any, truth: Iterable[str]) -> Evaluation | None:
     return None
 
 
-def search_facts(search: Any, truth: Iterable[str]) -> dict:
-    """A row's ``truth_in_search`` (the search's fit of the truth: fitness, RSS, refined,
-    parameters; None if never tried) and ``selection`` (the evidence's count, ``m``, level)."""
-    t = truth_in_search(search, truth)
+def search_facts(search: Any, machine: Any) -> dict:
+    """A row's ``truth_in_search`` (the search's fit of the machine's structure: fitness, RSS,
+    refined, parameters; None if never tried), ``selection`` (the evidence's count, ``m``,
+    level) and ``dynamics`` (``_drive_machines.dynamics``: modes, lag corner, dead time)."""
+    from benchmarks._drive_machines import dynamics
+
+    t = truth_in_search(search, machine.structure)
     sel = getattr(search, "selection_", None) or {}
     return {"truth_in_search": t and {"fitness": t.fitness, "rss": t.rss, "refined": t.refined,
                                       "n_params": t.n_params},
-            "selection": {k: v for k, v in sel.items() if k in ("n_eff", "m", "alpha")}}  # fmt: skip
+            "selection": {k: v for k, v in sel.items() if k in ("n_eff", "m", "alpha")},
+            "dynamics": dynamics(machine)}  # fmt: skip
+
+
+def dynamics_line(d: dict | None) -> str:
+    """The truth's modes, lag corner and dead time for a machine's line ("" if none)."""
+    d = d or {}
+    parts = ([f"modes {', '.join(f'{f:.3g}' for f in d['modes_hz'])} Hz"] if d.get("modes_hz")
+             else []) + ([f"lag corner {d['lag_hz']:.3g} Hz"] if d.get("lag_hz") else []) + (
+             [f"dead time {d['delay_ms']:.3g} ms"] if d.get("delay_ms") else [])  # fmt: skip
+    return f"; truth's {', '.join(parts)}" if parts else ""
 
 
 def evidence_line(selection: dict | None) -> str:
@@ -87,7 +101,8 @@ def show_search(r: dict, load: float) -> None:
     alone = (f", truth alone fitness {a['fitness']:.4g} RSS {a['rss']:.4g} d {a.get('d', '?')}"
              f" gain {a.get('f_tanh', float('nan')):.4g}" if a else "")  # fmt: skip
     par = (f", ident {r['ident']:.2g}, outside 95 % {','.join(r['outside']) or '-'}"
-           if "ident" in r else "") + gain_line(r.get("gain")) + r.get("evidence", "")  # fmt: skip
+           if "ident" in r else "")  # fmt: skip
+    par += gain_line(r.get("gain")) + dynamics_line(r.get("dynamics")) + r.get("evidence", "")
     print(f"  #{r['machine']:2d} {r['kind']}: found {r['found']} [{r['relation']}] fitness "
           f"{r['fitness']:.4g} RSS {r['rss']:.4g} d {r['d']}; {inner}{alone}{par} "
           f"({r['wall_s']:.0f} s, load {load:.1f})", flush=True)  # fmt: skip

@@ -248,7 +248,7 @@ def search_one(i: int, m, rec, args) -> dict:
     gp = replace(gp, f_tanh=s.settings.f_tanh)  # the answer's gain (chosen by the stage)
     row["evidence"] = (evidence_line(getattr(s, "selection_", None))  # the evidence's choice
                        + f"; prefilter {gp.identification.prefilter_hz:g} Hz")  # fmt: skip
-    row |= search_facts(s, m.structure)
+    row |= search_facts(s, m)
     if row["relation"] == "same":
         row |= interval_check(m.structure, m.params, s.best_parameters_, rec, gp,
                               s.best_evaluation_.n_sub)  # fmt: skip

@@ -97,3 +97,31 @@ def test_frictionless_machines_that_drifted_now_move_both_ways() -> None:
             v = rec["velocity_rad_s"].to_numpy() / m.notes["v_max"]
             assert v.min() < -0.2 and v.max() > 0.2, (i, v.min(), v.max())
             estimate_scales(rec)  # no "need motion in both directions"
+
+
+def test_the_machines_modes_are_the_ladders_natural_frequencies() -> None:
+    """Oracle: two inertias on a spring have one mode at sqrt(c (1/J1 + 1/J2)) / (2 pi); a
+    ladder's modes are the square roots of the eigenvalues of M^-1 K (checked by the
+    characteristic equation det(K - w^2 M) = 0 at each)."""
+    from benchmarks._drive_machines import Machine, dynamics, modes_hz
+    from benchmarks._search_diagnosis import dynamics_line
+
+    p = {"J1": 0.5, "J2": 0.15, "c1": 3.6e4}
+    (f2,) = modes_hz(p, 2)
+    assert f2 == pytest.approx(np.sqrt(3.6e4 * (1 / 0.5 + 1 / 0.15)) / (2 * np.pi), rel=1e-12)
+    assert modes_hz({"J1": 1.0}, 1) == []
+    four = {"J1": 0.1, "J2": 0.2, "J3": 0.3, "J4": 0.4, "c1": 50.0, "c2": 80.0, "c3": 30.0}
+    modes = modes_hz(four, 4)
+    assert len(modes) == 3 and modes == sorted(modes)
+    K = np.array([[50, -50, 0, 0], [-50, 130, -80, 0], [0, -80, 110, -30], [0, 0, -30, 30.0]])
+    M = np.diag([0.1, 0.2, 0.3, 0.4])
+    for f in modes:
+        w2 = (2 * np.pi * f) ** 2
+        assert abs(np.linalg.det(K - w2 * M)) < 1e-9 * np.linalg.det(K[1:, 1:] + M[1:, 1:])
+    m = draw_machine(np.random.default_rng(0), 0)
+    m = Machine(("two_mass", "current_control", "delay"), p | {"T_1": 0.0046, "T_d": 0.0066},
+                m.f_tanh, m.excitation)  # fmt: skip
+    d = dynamics(m)
+    assert d["modes_hz"] == [round(f2, 2)] and d["lag_hz"] == pytest.approx(34.6, abs=0.01)
+    assert d["delay_ms"] == 6.6
+    assert dynamics_line(d) == "; truth's modes 88.9 Hz, lag corner 34.6 Hz, dead time 6.6 ms"
