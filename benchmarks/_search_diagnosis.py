@@ -65,7 +65,7 @@ def search_facts(search: Any, machine: Any) -> dict:
 
 def dynamics_line(d: dict | None) -> str:
     """The truth's modes, lag corner and dead time for a machine's line ("" if none)."""
-    d = d or {}
+    d = d if isinstance(d, dict) else {}  # a row without them, or hand-edited
     parts = ([f"modes {', '.join(f'{f:.3g}' for f in d['modes_hz'])} Hz"] if d.get("modes_hz")
              else []) + ([f"lag corner {d['lag_hz']:.3g} Hz"] if d.get("lag_hz") else []) + (
              [f"dead time {d['delay_ms']:.3g} ms"] if d.get("delay_ms") else [])  # fmt: skip
@@ -121,6 +121,9 @@ def miss_kind(r: dict) -> str:
 
     rel, t, sel = r["relation"], r.get("truth_in_search"), r.get("selection")
     head = f"another structure ({rel})"
+    sel = sel if isinstance(sel, dict) else {}  # a hand-edited or foreign row: the relation
+    if t is not None and not isinstance(t, dict):
+        return head
     if t is None or not t.get("refined"):
         return f"{head}: the truth {'never tried' if t is None else 'only screened'}"
     if not sel or "n_params" not in t or not sel.get("alpha"):

@@ -27,10 +27,9 @@ structures the rule may move to are fitted as well as the answer, each round als
 again the ``RICHER`` structures that contain the answer's (``operators.nests``: the F-test's
 nested pairs; refined or only screened in the search) with the lowest p against the current
 answer, each from the answer's parameters with what it adds switched off
-(``operators.switched_off``), so that its fit begins at the answer's RSS. (Until
-2026-12-06 any structure with more parameters, from its own parameters in the search: on
-the noisy reference a four-mass structure without the answer's viscous and Stribeck terms,
-RSS 165 against 0.70, cost 24 of the search's 56 CPU s.) The next round's simpler neighbours and richer
+(``operators.switched_off``), so that its fit begins at the answer's RSS (until
+2026-12-06 any structure with more parameters, from its own parameters in the search; what
+that cost: docs/methods.md §2.4). The next round's simpler neighbours and richer
 candidates are those of the answer the rule chose. ``StructureSearch.selection_`` records the
 count, the level and the moves.
 
@@ -43,9 +42,7 @@ An answer that fits to the fitness's floor (``selection.at_floor``: a noise-free
 exact fit, RSS below ``evaluate.FLOOR`` of the output's sum of squares) cannot be beaten by a
 structure with as many parameters or more: eq. 19 charges such a fit at least the answer's
 penalty, and the F-test counts RSS below the floor at it (``selection.fitness_rss``), so it
-sees no drop. Those jobs are not run (``can_win``): on the noise-free reference recording
-with the data preset (population 4, generations 2) the stage's richer refits of a four-mass
-structure were 78 of the search's 111 CPU s.
+sees no drop. Those jobs are not run (``can_win``; what they cost: docs/methods.md §2.4).
 
 Deterministic for a seed: the candidates are ordered, each identification is seeded by its
 spec (``evaluate.spec_seed``), and the fits run on the search's own task runner.

@@ -84,3 +84,18 @@ def test_a_cut_short_or_foreign_line_is_not_reused_and_the_next_row_survives(tmp
     append_row(path, args, {"machine": 3, "found": "d"})
     assert {i: r["found"] for i, r in done_rows(path, args).items()} == {0: "a", 3: "d"}
     assert set(done_rows(path, other)) == {1}
+
+
+def test_a_row_with_foreign_fields_is_classified_by_its_relation_and_printed():
+    """Hostile rows: ``selection``, ``truth_in_search`` and ``dynamics`` of the wrong type (a
+    hand-edited file) fall back to the relation alone and a line without the dynamics."""
+    from benchmarks._search_diagnosis import dynamics_line, miss_kind
+
+    row = {"relation": "simpler", "rss": 0.11, "d": 5, "fitness": 1.0}
+    assert miss_kind(row | {"selection": "x", "truth_in_search": [1]}) == (
+        "another structure (simpler)")  # fmt: skip
+    assert miss_kind(row | {"selection": [], "truth_in_search": {"refined": True, "rss": 0.09,
+                                                                 "fitness": 1.0}}) == (
+        "another structure (simpler)")  # fmt: skip
+    assert dynamics_line("<b>x</b>") == "" and dynamics_line(None) == ""
+    assert dynamics_line({"modes_hz": [32.6]}) == "; truth's modes 32.6 Hz"
