@@ -29,8 +29,9 @@ gain moves the optimum a little: the friction levels follow, the rest stays). Th
 out from the centre (``x 2``, ``x 5`` up; ``x 0.5``, ``x 0.2`` down) and stops on a side whose
 step fitted worse than the one before (the profile is unimodal on the benchmark's machines:
 measured, `docs/drive.md`, "The friction gain in the final stage"), then half a grid step
-either side of the best and the parabola's vertex once, each from the best's fit: at most 7
-refits after the first fit, at 3 and 4 on a minimum in the grid's middle.
+either side of the best, then the bracket of the best narrowed (parabola vertices, else
+golden sections, in log gain) until both neighbours lie within 2 % of it, each from the best's
+fit: at most 12 refits after the first fit.
 """
 
 from __future__ import annotations
@@ -104,7 +105,14 @@ def profile_friction_gain(
 
 WARM_UP = (2.0, 5.0)
 WARM_DOWN = (0.5, 0.2)
-WARM_PARABOLA_STEPS = 1
+#: the warm profile narrows the bracket of its best gain until both neighbours lie within this
+#: ratio of it (``_narrowed``), at most ``NARROW_STEPS`` refits: a machine's friction shape makes
+#: the profile sharp. Measured on the recovery benchmark's seed-0 machine #9 (two_mass+viscous+
+#: stribeck, its gain 40.9), the truth's RSS at gains 36, 39, 40.9, 42, 45: 0.0198, 0.0132,
+#: 0.0116, 0.0122, 0.0174 (docs/methods.md §2.8 has the command): +-10 % in the gain is
+#: +50 % in RSS, which the half grid steps (x 1.58) and one parabola vertex left at 43.3 (0.0142)
+GAIN_RTOL = 0.02
+NARROW_STEPS = 6
 
 
 def warm_profile(
@@ -140,15 +148,26 @@ def warm_profile(
     middle = best()
     for factor in REFINE:
         run(middle * factor, middle)
-    for _ in range(WARM_PARABOLA_STEPS):
-        vertex = _vertex(sorted((g, _rss(ev)) for g, ev in tried.items()), best())
-        if vertex is None:
+    for _ in range(NARROW_STEPS):
+        nxt = _narrowed(sorted((g, _rss(ev)) for g, ev in tried.items()), best())
+        if nxt is None:
             break
-        run(vertex, best())
+        run(nxt, best())
     chosen = best()
     profile = tuple(sorted((g, ev.rss) for g, ev in tried.items()))
     nfev, wall = sum(ev.nfev for ev in tried.values()), sum(ev.wall_s for ev in tried.values())
     return GainProfile(chosen, tried[chosen], profile, first, int(nfev), float(wall))
+
+
+def _parabola(profile: list[tuple[float, float]], i: int) -> float | None:
+    """The vertex (``log f_tanh``) of the parabola through ``log rss`` at the profile's
+    point ``i`` and its neighbours, clipped to them; None where it is not convex."""
+    x = np.log([g for g, _r in profile[i - 1 : i + 2]])
+    y = np.log([max(r, 1e-300) for _g, r in profile[i - 1 : i + 2]])
+    if not np.all(np.isfinite(y)):
+        return None
+    a, b, _c = np.polyfit(x, y, 2)
+    return float(np.clip(-b / (2 * a), x[0], x[2])) if a > 0 else None
 
 
 def _vertex(profile: list[tuple[float, float]], best: float) -> float | None:
@@ -159,17 +178,35 @@ def _vertex(profile: list[tuple[float, float]], best: float) -> float | None:
     i = gains.index(best)
     if not 0 < i < len(gains) - 1:
         return None
-    x = np.log(gains[i - 1 : i + 2])
-    y = np.log([max(r, 1e-300) for _g, r in profile[i - 1 : i + 2]])
-    if not np.all(np.isfinite(y)):
-        return None
-    a, b, _c = np.polyfit(x, y, 2)
-    if not a > 0:
-        return None
-    vertex = float(np.clip(-b / (2 * a), x[0], x[2]))
-    if min(abs(vertex - v) for v in np.log(gains)) < 0.01:
+    vertex = _parabola(profile, i)
+    if vertex is None or min(abs(vertex - v) for v in np.log(gains)) < 0.01:
         return None
     return math.exp(vertex)
+
+
+def _narrowed(profile: list[tuple[float, float]], best: float) -> float | None:
+    """The next gain of the warm profile's narrowing (Brent's rule in ``log f_tanh``): the
+    parabola's vertex through the best and its neighbours (``_vertex``) when it lies
+    :data:`GAIN_RTOL` from every gain tried; a vertex next to the best is checked by the gain
+    :data:`GAIN_RTOL` from the best on the vertex's side (then on the other); without a vertex
+    the golden-section point of the wider side. None at the profile's end or once both
+    neighbours lie within :data:`GAIN_RTOL` of the best."""
+    gains = [g for g, _r in profile]
+    i = gains.index(best)
+    if not 0 < i < len(gains) - 1:
+        return None
+    left, right = math.log(best / gains[i - 1]), math.log(gains[i + 1] / best)
+    tol = math.log1p(GAIN_RTOL) * (1 + 1e-9)
+    if max(left, right) <= tol:
+        return None
+    x = math.log(best)
+    vertex = _parabola(profile, i)
+    if vertex is None:  # golden section of the wider side
+        return math.exp(x + 0.381966 * (right if right >= left else -left))
+    if min(abs(vertex - math.log(g)) for g in gains) >= tol:
+        return math.exp(vertex)
+    side = 1.0 if (vertex > x if min(left, right) > tol else right > tol) else -1.0
+    return math.exp(x + side * math.log1p(GAIN_RTOL))
 
 
 def _rss(ev: Evaluation) -> float:

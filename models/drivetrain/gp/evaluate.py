@@ -102,26 +102,26 @@ class IndividualSpec:
     ``refine``: the second stage (one start from ``start``, the whole identification part).
     ``refine_above`` (a screening spec only): refine in the same call, from the screened
     parameters, if the screened fitness reaches this value - a dispatch instruction, not part
-    of ``key`` (the screening and the refinement are those of the two-call route)."""
+    of ``key`` (the screening and the refinement are those of the two-call route). ``f_tanh``:
+    the estimated gain ``start`` was fitted at (``gp.final_gain``'s centre; ``identify`` ignores it)."""
 
     structure: tuple[str, ...]
     start: tuple[tuple[str, float], ...]
     refine: bool = False
     refine_above: float | None = None
+    f_tanh: float | None = None
 
     def key(self) -> str:
         out = [list(self.structure), [[k, repr(v)] for k, v in self.start]]
+        out += [] if self.f_tanh is None else [["f_tanh", repr(self.f_tanh)]]
         return json.dumps([*out, "refine"] if self.refine else out)
 
 
 @dataclass(frozen=True)
 class Evaluation:
-    """Result of identifying one individual.
-
-    Fields: structure (names), codes, parameters (name -> identified value), rss (fitness
-    part), rss_train, fitness, n_params, nfev (simulations incl. Jacobians), wall_s,
-    timed_out, message.
-    """
+    """Result of identifying one individual: structure (names), codes, parameters (name ->
+    identified value), rss (fitness part), rss_train, fitness, n_params, nfev (simulations
+    incl. Jacobians), wall_s, timed_out, message."""
 
     structure: tuple[str, ...]
     codes: tuple[int, ...]

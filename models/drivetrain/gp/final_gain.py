@@ -74,11 +74,14 @@ def identify_over_gain(
     the profile's simulations and wall time summed; a structure without smoothed friction is
     identified once (a plain ``Evaluation``). ``centre_estimated``: ``settings.f_tanh`` was
     itself estimated (adopted in the generations, ``gp.generation_gain``): the fit there
-    counts ``d + 1`` too."""
+    counts ``d + 1`` too. A ``spec.f_tanh`` (a start fitted at an estimated gain, the stage's
+    nested fits) is the profile's centre instead, estimated."""
     from models.drivetrain.friction_gain import SMOOTHED, warm_profile  # it imports this package
 
     if not SMOOTHED & set(spec.structure):
         return identify(spec, data, settings, seed)
+    if spec.f_tanh is not None:
+        settings, centre_estimated = replace(settings, f_tanh=spec.f_tanh), True
     prof = warm_profile(spec, data, settings, seed)
     centre, best = prof.centre or prof.evaluation, prof.evaluation
     d, k = best.n_params, settings.k_p

@@ -82,8 +82,20 @@ def key(structure: tuple[str, ...]) -> str:
     return KEY + json.dumps(list(structure))
 
 
-def _spec(structure: tuple[str, ...], parameters: dict[str, float]) -> IndividualSpec:
-    return IndividualSpec(tuple(structure), tuple(sorted(parameters.items())), refine=True)
+def _spec(
+    structure: tuple[str, ...], parameters: dict[str, float], f_tanh: float | None = None
+) -> IndividualSpec:
+    return IndividualSpec(tuple(structure), tuple(sorted(parameters.items())), refine=True,
+                          f_tanh=f_tanh)  # fmt: skip
+
+
+def nested_gain(answer: Evaluation) -> float | None:
+    """The gain a fit started from ``answer``'s parameters is profiled from: the answer's,
+    where the stage estimated it (``final_gain.estimated``; its parameters belong to that
+    gain: measured on the recovery benchmark's seed-0 machine #9, the truth started from the
+    answer without its gravity ended at RSS 0.0140 profiled from the preset's gain, 0.0116
+    from the answer's, docs/methods.md §2.8), else None (the stage's own)."""
+    return final_gain.gain_of(answer, 0.0) if final_gain.estimated(answer) else None
 
 
 def top_structures(evaluations: list[Evaluation], n: int) -> list[Evaluation]:
@@ -110,10 +122,10 @@ def candidates(
     out: dict[tuple[str, ...], IndividualSpec] = {}
     for ev in top_structures(evaluations, top):
         out[ev.structure] = _spec(ev.structure, ev.parameters)
-    centre = from_structure(best.structure, best.parameters, settings)
+    centre, gain = from_structure(best.structure, best.parameters, settings), nested_gain(best)
     for ind in simplifications(centre, settings):
         s = ind.structure
-        out.setdefault(s, _spec(s, known.get(s, ind.parameters)))
+        out.setdefault(s, _spec(s, known[s]) if s in known else _spec(s, ind.parameters, gain))
     return [(key(s), sp) for s, sp in sorted(out.items()) if s not in done]
 
 
@@ -168,7 +180,7 @@ def richer_jobs(
     for ev in richer[:n]:
         start = from_structure(ev.structure, answer.parameters, settings).parameters
         off = switched_off(ev.structure, start, set(answer.parameters), settings)
-        out.append((key(ev.structure), _spec(ev.structure, off)))
+        out.append((key(ev.structure), _spec(ev.structure, off, nested_gain(answer))))
     return out
 
 

@@ -12,12 +12,14 @@ import pytest
 from methods.errors import InputError
 from models.drivetrain.evidence import f_test
 from models.drivetrain.excitation import reference_recording
-from models.drivetrain.gp import final_gain, selection
+from models.drivetrain.gp import final_gain, finalists, selection
 from models.drivetrain.gp.evaluate import Evaluation
 from models.drivetrain.gp.presets import data_settings, emps_settings, paper_settings
+from models.drivetrain.gp.recording import as_arrays
 from models.drivetrain.gp.search import StructureSearch
 from models.drivetrain.gp.settings import GPSettings
 from models.drivetrain.scales import estimate_scales
+from models.drivetrain.submodels import canonical
 
 TRUTH = ["one_mass", "coulomb", "viscous"]
 TRUE_GAIN = 1.0  # the data preset's gain on this recording is 5 (100 / v_max rounded)
@@ -123,3 +125,53 @@ def test_a_reference_search_reports_the_fixed_gain():
                                 "preset_f_tanh": s.settings.f_tanh, "f_tanh": s.settings.f_tanh,
                                 "estimated": False, "profile": []}  # fmt: skip
     assert s.final_.empty and s.settings.f_tanh == GPSettings().f_tanh
+
+
+def _fit(gp, structure, rss, d, **gain) -> Evaluation:
+    """A refined fit of ``structure`` at the preset's nominal values."""
+    params = {sp.name: sp.nominal for k in canonical(structure) for sp in gp.specs(k)}
+    ev = replace(_ev(structure, rss, d), parameters=params,
+                 structure=tuple(k.value for k in canonical(structure)))  # fmt: skip
+    return final_gain.with_gain(ev, **gain) if gain else ev
+
+
+def test_fits_started_from_an_answer_at_an_estimated_gain_are_profiled_from_it():
+    """The final stage's fits that start from the answer's parameters (its simpler neighbours
+    the search never fitted, the richer structures with what they add switched off) carry
+    the answer's estimated gain (``IndividualSpec.f_tanh``, the profile's centre); a
+    neighbour started from its own search fit, and every fit from an answer at the preset's
+    gain, carry none. The gain is part of the spec's key."""
+    gp = data_settings(estimate_scales(reference_recording()), position=False)
+    answer_s = ("one_mass", "coulomb", "viscous", "gravity")
+    known = _fit(gp, ("one_mass", "coulomb", "viscous"), 3.0, 3)
+    rich = _fit(gp, ("two_mass", "coulomb", "viscous", "gravity"), 2.0, 8)
+    for estimated, gain in ((True, 1.19), (False, None)):
+        answer = _fit(gp, answer_s, 2.5, 5, f_tanh=1.19 if estimated else 5.0,
+                      estimated=estimated, profile=())  # fmt: skip
+        evs = [answer, known, rich]
+        specs = dict(finalists.candidates(answer, evs, gp, set(), 0))
+        by = {sp.structure: sp for sp in specs.values()}
+        assert by[("one_mass", "coulomb", "viscous")].f_tanh is None  # its own search fit
+        assert by[("one_mass", "viscous", "gravity")].f_tanh == gain  # inherited
+        assert by[("one_mass", "coulomb", "gravity")].f_tanh == gain
+        ((_k, spec),) = finalists.richer_jobs(answer, evs, 150.0, set(), gp)
+        assert spec.structure == rich.structure and spec.f_tanh == gain
+    plain = finalists._spec(answer_s, {"J1": 1.0})
+    assert finalists._spec(answer_s, {"J1": 1.0}, 1.19).key() != plain.key()
+
+
+def test_a_spec_gain_is_the_profile_centre_and_counts():
+    """``identify_over_gain`` of a spec with ``f_tanh``: the warm profile starts at that gain,
+    not the settings' (the Coulomb machine of ``coulomb_machine``'s structure, noise-free at
+    gain 3.3; the settings' gain 5, the spec's 3.2): it ends within 2.5 % of 3.3, its fit is
+    charged ``d + 1`` whichever gain wins (the centre was estimated), and the profile never
+    visits the settings' gain."""
+    rec = reference_recording(TRUTH, f_tanh=3.3)
+    gp = finalists.final_settings(data_settings(estimate_scales(rec), position=True, wide=True))
+    assert gp.f_tanh == 5.0
+    truth = {sp.name: sp.nominal for k in canonical(TRUTH) for sp in gp.specs(k)}
+    spec = finalists._spec(tuple(TRUTH), truth, 3.2)
+    ev = final_gain.identify_over_gain(spec, as_arrays(rec), gp)
+    assert final_gain.estimated(ev) and ev.n_params == 4
+    assert abs(ev.f_tanh / 3.3 - 1.0) < 0.025, ev.gain_profile
+    assert 5.0 not in dict(ev.gain_profile) and 3.2 in dict(ev.gain_profile)
