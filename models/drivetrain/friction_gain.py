@@ -107,10 +107,10 @@ WARM_UP = (2.0, 5.0)
 WARM_DOWN = (0.5, 0.2)
 #: the warm profile narrows the bracket of its best gain until both neighbours lie within this
 #: ratio of it (``_narrowed``), at most ``NARROW_STEPS`` refits: a machine's friction shape makes
-#: the profile sharp. Measured on the recovery benchmark's seed-0 machine #9 (two_mass+viscous+
-#: stribeck, its gain 40.9), the truth's RSS at gains 36, 39, 40.9, 42, 45: 0.0198, 0.0132,
-#: 0.0116, 0.0122, 0.0174 (docs/methods.md §2.8 has the command): +-10 % in the gain is
-#: +50 % in RSS, which the half grid steps (x 1.58) and one parabola vertex left at 43.3 (0.0142)
+#: the profile sharp. ``benchmarks/drive_gain_profile.py --seed 0 --machine 9`` (a two_mass+
+#: viscous+stribeck machine, gain 40.9): its truth at 0.88, 0.95, 1, 1.03, 1.1x its gain fits
+#: to RSS 0.0199, 0.0135, 0.0116, 0.0124, 0.0174, and the profile with one vertex ended at
+#: 47.9 (RSS 0.0269), narrowed at 43.6 (0.0146; docs/drive.md)
 GAIN_RTOL = 0.02
 NARROW_STEPS = 6
 

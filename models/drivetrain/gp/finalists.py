@@ -92,9 +92,9 @@ def _spec(
 def nested_gain(answer: Evaluation) -> float | None:
     """The gain a fit started from ``answer``'s parameters is profiled from: the answer's,
     where the stage estimated it (``final_gain.estimated``; its parameters belong to that
-    gain: measured on the recovery benchmark's seed-0 machine #9, the truth started from the
-    answer without its gravity ended at RSS 0.0140 profiled from the preset's gain, 0.0116
-    from the answer's, docs/methods.md §2.8), else None (the stage's own)."""
+    gain: on the recovery benchmark's seed-0 machine #9 the truth started from the answer
+    without its gravity ended at RSS 0.0269 profiled from the preset's gain, 0.0117 from the
+    answer's, docs/drive.md), else None (the stage's own)."""
     return final_gain.gain_of(answer, 0.0) if final_gain.estimated(answer) else None
 
 
