@@ -71,6 +71,7 @@ bench: install
 	PYTHONPATH=. $(BIN)/python benchmarks/drive_recovery.py single --machines 30 --repeats 1
 	PYTHONPATH=. $(BIN)/python benchmarks/drive_recovery.py kit --structures 20 --repeats 1
 	PYTHONPATH=. $(BIN)/python benchmarks/drive_evidence.py --runs 100 --named-runs 3 --repeats 1
+	PYTHONPATH=. $(BIN)/python benchmarks/drive_gain_profile.py --seed 0 --machine 9 --repeats 1
 	PYTHONPATH=. $(BIN)/python benchmarks/readme_figures.py
 
 clean:
