@@ -71,7 +71,7 @@ def main() -> None:
               f"{len(prof.profile)} fits ({steps})", flush=True)  # fmt: skip
         bench.add("gain_error", 100.0 * abs(prof.f_tanh / m.f_tanh - 1.0),
                   "warm profile: its gain against the machine's", unit="%", fmt=".2g")  # fmt: skip
-        best = min(r for r in grid if math.isfinite(r))
+        best = min((r for r in grid if math.isfinite(r)), default=math.nan)
         bench.add("rss_ratio", prof.evaluation.rss / best,
                   "warm profile: its RSS over the truth's best on the grid", fmt=".3g")  # fmt: skip
         bench.add("fits", float(len(prof.profile)), "warm profile: identifications", fmt=".0f")

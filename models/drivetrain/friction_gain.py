@@ -113,6 +113,8 @@ WARM_DOWN = (0.5, 0.2)
 #: 47.9 (RSS 0.0269), narrowed at 43.6 (0.0146; docs/drive.md)
 GAIN_RTOL = 0.02
 NARROW_STEPS = 6
+#: neighbours within this relative RSS of the best: a level profile, not narrowed
+FLAT = 1e-9
 
 
 def warm_profile(
@@ -185,15 +187,20 @@ def _vertex(profile: list[tuple[float, float]], best: float) -> float | None:
 
 
 def _narrowed(profile: list[tuple[float, float]], best: float) -> float | None:
-    """The next gain of the warm profile's narrowing (Brent's rule in ``log f_tanh``): the
-    parabola's vertex through the best and its neighbours (``_vertex``) when it lies
-    :data:`GAIN_RTOL` from every gain tried; a vertex next to the best is checked by the gain
-    :data:`GAIN_RTOL` from the best on the vertex's side (then on the other); without a vertex
-    the golden-section point of the wider side. None at the profile's end or once both
-    neighbours lie within :data:`GAIN_RTOL` of the best."""
+    """The next gain of the warm profile's narrowing in ``log f_tanh`` (Brent-like, without
+    Brent's step-length safeguard: ``NARROW_STEPS`` bounds it): the vertex of the parabola
+    through the best and its neighbours (``_parabola``) when it lies :data:`GAIN_RTOL` from
+    every gain tried; a vertex next to the best is checked by the gain :data:`GAIN_RTOL` from
+    the best on the vertex's side (then on the other); without a vertex the golden-section
+    point of the wider side. None at the profile's end, once both neighbours lie within
+    :data:`GAIN_RTOL` of the best, where the best's RSS is not finite (every fit failed) or
+    where the three are level (the friction vanished: the gain changes nothing)."""
     gains = [g for g, _r in profile]
     i = gains.index(best)
     if not 0 < i < len(gains) - 1:
+        return None
+    near = [r for _g, r in profile[i - 1 : i + 2]]
+    if not math.isfinite(near[1]) or max(near) <= near[1] * (1.0 + FLAT):
         return None
     left, right = math.log(best / gains[i - 1]), math.log(gains[i + 1] / best)
     tol = math.log1p(GAIN_RTOL) * (1 + 1e-9)

@@ -103,7 +103,7 @@ class IndividualSpec:
     ``refine_above`` (a screening spec only): refine in the same call, from the screened
     parameters, if the screened fitness reaches this value - a dispatch instruction, not part
     of ``key`` (the screening and the refinement are those of the two-call route). ``f_tanh``:
-    the estimated gain ``start`` was fitted at (``gp.final_gain``'s centre; ``identify`` ignores it)."""
+    the estimated gain ``start`` was fitted at (``gp.final_gain``'s centre; not ``identify``'s)."""
 
     structure: tuple[str, ...]
     start: tuple[tuple[str, float], ...]

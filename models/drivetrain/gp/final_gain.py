@@ -18,6 +18,11 @@ model of its own, with ``d``: the stage keeps whichever of the two is fitter by 
 whose RSS gain does not pay for its parameter is not taken). Each result is a
 :class:`GainEvaluation` (an ``Evaluation`` with the gain it was fitted at, whether the gain
 was estimated, and the profile); a structure without smoothed friction is identified once.
+A fit the stage starts from the answer's parameters at an estimated gain (``IndividualSpec.
+f_tanh``, ``finalists.nested_gain``) is profiled from that gain instead, and counts ``d + 1``
+wherever the profile ends (the gain was chosen from these data either way); so a neighbour
+the search fitted itself (from the preset's gain, ``d`` there) and one it never fitted can be
+charged differently for the same RSS.
 
 When: ``friction_gain="auto"`` (``StructureSearch``'s default) profiles in a search with the
 final stage and the evidence's choice (``final_top > 0`` and ``final_alpha > 0``: the

@@ -12,7 +12,7 @@ answered a richer structure whose extra submodels made up for the true one's sta
 The stage: the ``final_top`` fittest refined structures of the search and every structure one
 step simpler than the best (``operators.simplifications``) are identified with the
 continuations, without screening, each from its own parameters in the search (else the
-best's, inherited); the fittest by the search's own fitness (paper eq. 19) becomes the best.
+best's, inherited, and profiled from the best's estimated friction gain: ``nested_gain``); the fittest by the search's own fitness (paper eq. 19) becomes the best.
 When that moved, the new best's simpler neighbours are identified likewise, at most
 ``final_rounds`` rounds in all. A fit of this stage replaces the search's fit of the same
 structure where it is fitter (the evidence's rival table then uses it). Every fit is a row of
@@ -27,7 +27,7 @@ structures the rule may move to are fitted as well as the answer, each round als
 again the ``RICHER`` structures that contain the answer's (``operators.nests``: the F-test's
 nested pairs; refined or only screened in the search) with the lowest p against the current
 answer, each from the answer's parameters with what it adds switched off
-(``operators.switched_off``), so that its fit begins at the answer's RSS (until
+(``operators.switched_off``; from its estimated gain too), so that its fit begins at the answer's RSS (until
 2026-12-06 any structure with more parameters, from its own parameters in the search; what
 that cost: docs/methods.md §2.4). The next round's simpler neighbours and richer
 candidates are those of the answer the rule chose. ``StructureSearch.selection_`` records the

@@ -175,3 +175,7 @@ def test_a_spec_gain_is_the_profile_centre_and_counts():
     assert final_gain.estimated(ev) and ev.n_params == 4
     assert abs(ev.f_tanh / 3.3 - 1.0) < 0.025, ev.gain_profile
     assert 5.0 not in dict(ev.gain_profile) and 3.2 in dict(ev.gain_profile)
+    at_truth = final_gain.identify_over_gain(finalists._spec(tuple(TRUTH), truth, 3.3),
+                                             as_arrays(rec), gp)  # fmt: skip
+    assert at_truth.f_tanh == 3.3 and final_gain.estimated(at_truth)  # the centre won: d + 1
+    assert at_truth.n_params == 4

@@ -3,11 +3,19 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from methods.errors import InputError
 from models.drivetrain import reference_recording
-from models.drivetrain.friction_gain import NARROW_STEPS, profile_friction_gain, warm_profile
+from models.drivetrain.friction_gain import (
+    GAIN_RTOL,
+    NARROW_STEPS,
+    _narrowed,
+    profile_friction_gain,
+    warm_profile,
+)
 from models.drivetrain.gp.evaluate import IndividualSpec
 from models.drivetrain.gp.presets import data_settings
 from models.drivetrain.gp.recording import as_arrays
@@ -79,3 +87,34 @@ def test_the_warm_profile_narrows_to_a_gain_between_its_grid_points() -> None:
     assert abs(prof.f_tanh / 3.3 - 1.0) < 0.025, prof.profile
     assert prof.evaluation.rss <= 1e-6 * float(y @ y), prof.profile
     assert len(prof.profile) <= 1 + 4 + 2 + NARROW_STEPS
+
+
+def _narrow_until_done(rss, gains) -> tuple[float, int]:
+    """The warm profile's narrowing on a known profile ``rss(gain)`` from ``gains``: the best
+    gain and the refits, each checked to lie strictly inside the best's bracket, untried."""
+    tried = {g: rss(g) for g in gains}
+    for step in range(NARROW_STEPS):
+        best = min(tried, key=tried.__getitem__)
+        nxt = _narrowed(sorted(tried.items()), best)
+        if nxt is None:
+            return best, step
+        below = [g for g in tried if g < best]
+        above = [g for g in tried if g > best]
+        assert max(below) < nxt < min(above) and nxt not in tried
+        tried[nxt] = rss(nxt)
+    return min(tried, key=tried.__getitem__), NARROW_STEPS
+
+
+def test_the_narrowing_finds_a_sharp_minimum_and_stops_where_it_cannot_help() -> None:
+    """``_narrowed`` on known profiles (no fits): a sharp minimum at 40.9 seen from the warm
+    grid about 100 (+-10 % in the gain is +50 % in RSS, seed-0 machine #9's shape) ends
+    within ``GAIN_RTOL`` of it; a level profile (the friction vanished), a best whose fits
+    all failed (RSS inf), a best at the grid's end and fewer than three gains get no refit."""
+    grid = (20.0, 31.55, 50.0, 79.24, 100.0, 200.0)
+    best, steps = _narrow_until_done(lambda g: 1.0 + 50.0 * math.log(g / 40.9) ** 2, grid)
+    assert abs(best / 40.9 - 1.0) <= GAIN_RTOL and steps <= NARROW_STEPS
+    level = [(g, 0.5) for g in grid]
+    assert _narrowed(level, 50.0) is None
+    assert _narrowed([(g, math.inf) for g in grid], 50.0) is None
+    assert _narrowed([(g, g) for g in grid], 20.0) is None  # the best at the end
+    assert _narrowed([(40.0, 1.0), (50.0, 2.0)], 40.0) is None
