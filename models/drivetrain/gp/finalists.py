@@ -51,12 +51,14 @@ spec (``evaluate.spec_seed``), and the fits run on the search's own task runner.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 import pandas as pd
 
 from models.drivetrain.gp import final_gain, selection
+from models.drivetrain.gp.continuation import SCREEN_NFEV
 from models.drivetrain.gp.evaluate import Evaluation, IndividualSpec
 from models.drivetrain.gp.operators import from_structure, nests, simplifications, switched_off
 from models.drivetrain.gp.settings import GPSettings
@@ -66,6 +68,8 @@ KEY = "final|"  # the stage's cache keys: this prefix and the structure
 #: richer structures identified again per round for the evidence's choice (each a full fit
 #: with continuations; a four-mass one costs 100-400 s on 2 shared cores, hence few)
 RICHER = 2
+#: richer candidates fitted briefly per round to choose those ``RICHER`` (``screened``)
+SCREENED = 12
 
 
 def final_settings(settings: GPSettings) -> GPSettings:
@@ -162,37 +166,82 @@ def rows(evaluations: list[Evaluation], round_: int, f_tanh: float = 0.0) -> lis
 
 def richer_jobs(
     answer: Evaluation, evaluations: list[Evaluation], n_eff: float, done: set[tuple[str, ...]],
-    settings: GPSettings, n: int = RICHER,
+    settings: GPSettings, n: int = RICHER, screen: Callable[[float], Any] | None = None,
 ) -> list[tuple[str, IndividualSpec]]:  # fmt: skip
-    """The stage's jobs for the evidence's choice: the ``n`` structures that contain
-    ``answer``'s (``operators.nests``; refined or only screened, none in ``done``) with the
-    lowest p against it (then the lowest RSS), each from ``answer``'s parameters with what
-    it adds switched off (``operators.switched_off``): the fit begins at the answer's RSS."""
+    """The stage's jobs for the evidence's choice: ``n`` structures that contain ``answer``'s
+    (``operators.nests``; refined or only screened, none in ``done``), each from ``answer``'s
+    parameters with what it adds switched off (``operators.switched_off``): the fit begins at
+    the answer's RSS. Which ``n``: without ``screen``, those with the lowest p against the
+    answer in the search (then the lowest RSS); with ``screen`` (``gain -> Dispatcher`` of
+    short fits, :func:`screen_settings`) and more than ``n`` candidates, the :data:`SCREENED`
+    first of that order are fitted briefly from that start (:func:`screened`) and the ``n``
+    with the lowest p after it are identified from their screened parameters."""
     best: dict[tuple[str, ...], Evaluation] = {}
     for ev in evaluations:
         if ev.structure not in best or ev.fitness > best[ev.structure].fitness:
             best[ev.structure] = ev
     richer = [ev for s, ev in best.items() if s not in done and ev.n_params > answer.n_params
-              and nests(s, answer.structure)]  # fmt: skip
-    k_p = settings.k_p
+              and nests(s, answer.structure) and can_win(s, answer, settings)]  # fmt: skip
+    k_p, gain = settings.k_p, nested_gain(answer)
     richer.sort(key=lambda ev: (selection.p_value(answer, ev, n_eff, k_p), ev.rss, ev.structure))
-    out = []
-    for ev in richer[:n]:
+    starts = []
+    for ev in richer[: max(n, SCREENED) if screen else n]:
         start = from_structure(ev.structure, answer.parameters, settings).parameters
         off = switched_off(ev.structure, start, set(answer.parameters), settings)
-        out.append((key(ev.structure), _spec(ev.structure, off, nested_gain(answer))))
+        starts.append(_spec(ev.structure, off, gain))
+    if screen is not None and len(starts) > n:
+        fits = screened(answer, starts, settings, screen)
+        fits.sort(key=lambda ev: (selection.p_value(answer, ev, n_eff, k_p), ev.rss, ev.structure))
+        starts = [_spec(ev.structure, ev.parameters, gain) for ev in fits]
+    return [(key(sp.structure), sp) for sp in starts[:n]]
+
+
+def screen_settings(settings: GPSettings, f_tanh: float) -> GPSettings:
+    """``settings`` for :func:`screened`: one start of ``continuation.SCREEN_NFEV`` residual
+    evaluations on the whole identification part at the friction gain ``f_tanh``, without
+    screening, continuations or extensions (a short fit, a ranking)."""
+    ident = replace(settings.identification, screen_nfev=0, n_starts=1, max_nfev=SCREEN_NFEV,
+                    extend_rounds=0, backlash_smoothing=(), ladder_seed=False)  # fmt: skip
+    return replace(settings, f_tanh=f_tanh, identification=ident)
+
+
+def screened(
+    answer: Evaluation, specs: list[IndividualSpec], settings: GPSettings,
+    screen: Callable[[float], Any],
+) -> list[Evaluation]:  # fmt: skip
+    """The short fits of ``specs`` (each from ``answer``'s parameters with what it adds
+    switched off) at ``answer``'s gain, on a dispatcher ``screen(gain)``; charged ``d + 1``
+    where the answer's gain was estimated (the full fit will be: ``nested_gain``).
+
+    Why: the search's own fit of a richer structure may have stalled above the answer's RSS
+    (its p is then 1 whatever the structure could do); from the answer's start it cannot end
+    above it, so its p after a few steps says whether what it adds helps. On the recovery
+    benchmark's seed-0 machine #11 the truth's search fit had stalled at RSS 1.018 (the
+    answer's 0.478) and sorted last of 9 candidates (docs/drive.md)."""
+    gain = final_gain.gain_of(answer, settings.f_tanh)
+    jobs = [(key(sp.structure), replace(sp, f_tanh=None)) for sp in specs]
+    dispatch = screen(gain)
+    dispatch.run(jobs)
+    extra, k_p = int(final_gain.estimated(answer)), settings.k_p
+    out = []
+    for k, _ in jobs:
+        ev = dispatch.cache[k]
+        fitness = final_gain.recharged(ev.fitness, k_p, ev.n_params, ev.n_params + extra)
+        out.append(replace(ev, n_params=ev.n_params + extra, fitness=fitness))
     return out
 
 
 def run(
     best: Evaluation, cache: dict[str, Evaluation], settings: GPSettings, dispatch: Any,
-    n_eff: float = 0.0,
+    n_eff: float = 0.0, screen: Callable[[float], Any] | None = None,
 ) -> tuple[Evaluation, pd.DataFrame, list[selection.Step]]:  # fmt: skip
     """The stage (module docstring) from the search's ``best`` and its structure ``cache``
     (a fitter fit of the stage replaces the search's there); ``dispatch``: a
     ``gp.dispatch.Dispatcher`` with :func:`final_settings` and an empty cache of its own (None:
     the stage is off); ``n_eff``: the effective sample count of the evidence's choice (0: the
-    fitness alone, as with ``final_alpha`` 0). Returns the answer, the rows of
+    fitness alone, as with ``final_alpha`` 0); ``screen``: ``gain -> Dispatcher`` of the
+    richer candidates' short fits (:func:`richer_jobs`; None: chosen by the search's fits).
+    Returns the answer, the rows of
     ``StructureSearch.final_`` and the evidence's moves (``selection.Step``)."""
     alpha, k_p = (settings.final_alpha if n_eff > 0 else 0.0), settings.k_p
     fittest, out, table, steps = best, best, [], []
@@ -202,8 +251,8 @@ def run(
         jobs = candidates(out, list(cache.values()), settings, done, top)
         if alpha > 0:
             queued = {k for k, _ in jobs}
-            jobs += [j for j in richer_jobs(out, list(cache.values()), n_eff, done, settings)
-                     if j[0] not in queued]  # fmt: skip
+            jobs += [j for j in richer_jobs(out, list(cache.values()), n_eff, done, settings,
+                                             screen=screen) if j[0] not in queued]  # fmt: skip
             jobs.sort(key=lambda j: j[1].structure)
         jobs = [j for j in jobs if can_win(j[1].structure, out, settings)]
         if not jobs:

@@ -9,6 +9,7 @@ hash), so a generation's tasks carry a few bytes instead of the whole recording.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,3 +76,13 @@ def evaluate_stored(
 ) -> list[Evaluation]:
     """`evaluate_batch` on a stored recording, read once per worker process."""
     return evaluate_batch(batch, recording.arrays(), settings, seed)
+
+
+def batch_function(
+    recording: Any, data: RecordingArrays, settings: GPSettings, seed: int
+) -> Callable[[list[IndividualSpec]], list[Evaluation]]:
+    """A search's picklable batch evaluator (a stored recording: its path and hash, read once
+    per worker, instead of the arrays)."""
+    if isinstance(recording, RecordingFile):
+        return functools.partial(evaluate_stored, recording=recording, settings=settings, seed=seed)
+    return functools.partial(evaluate_batch, data=data, settings=settings, seed=seed)

@@ -29,7 +29,6 @@ the same result.
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -52,11 +51,10 @@ from models.drivetrain.gp.evaluate import (
     Evaluation,
     IndividualSpec,
     RecordingArrays,
-    evaluate_batch,
     refinement,
 )
 from models.drivetrain.gp.operators import from_structure, neighbours
-from models.drivetrain.gp.recording import RecordingFile, as_arrays, evaluate_stored
+from models.drivetrain.gp.recording import as_arrays, batch_function
 from models.drivetrain.gp.settings import GPSettings
 from models.drivetrain.gp.tree import Individual
 from models.drivetrain.kit import assemble
@@ -183,17 +181,10 @@ class StructureSearch:
         workers get the data (or, for a stored recording, its path and hash: they read the
         file once each), settings and seed with every batch; ``over_gain``: they identify
         over the friction gain (``gp.final_gain``)."""
-        fn: Callable[[list[IndividualSpec]], list[Evaluation]]
         settings = settings or self.settings
-        if over_gain:
-            fn = final_gain.batch_function(self._recording, data, settings, self.seed,
-                                           self._gain.adopted)  # fmt: skip
-        elif isinstance(self._recording, RecordingFile):
-            fn = functools.partial(
-                evaluate_stored, recording=self._recording, settings=settings, seed=self.seed
-            )
-        else:
-            fn = functools.partial(evaluate_batch, data=data, settings=settings, seed=self.seed)
+        fn = (final_gain.batch_function(self._recording, data, settings, self.seed,
+                                        self._gain.adopted) if over_gain
+              else batch_function(self._recording, data, settings, self.seed))  # fmt: skip
         cache = self._cache if cache is None else cache
         return Dispatcher(fn, cache, -(-self.settings.population // self.batch_size),
                           map_batches=self.map_batches, submit_batch=self.submit_batch)  # fmt: skip
@@ -348,17 +339,25 @@ class StructureSearch:
         the search's task runner, its answer by the data's evidence with ``final_alpha``
         (``models.drivetrain.gp.selection``); ``final_``: its rows; ``selection_``: the
         effective sample count, the level, the richer candidates the answer was tested
-        against (``m``) and the evidence's moves. Over the friction gain (``gp.final_gain``)
-        the settings take the answer's gain."""
+        against (``m``) and the evidence's moves; the richer candidates' short fits
+        (``finalists.screened``) on the same runner. Over the friction gain
+        (``gp.final_gain``) the settings take the answer's gain."""
         s, over = self.settings, final_gain.profiles(self.settings, self.friction_gain)
         best = self._gain.charge(self._cache, best, s)  # an adopted gain counts (d + 1)
         fs = finalists.final_settings(s)
         dispatch = self._dispatcher(data, fs, {}, over) if s.final_top else None
         n_eff = selection.search_count(best, data, s) if dispatch and s.final_alpha > 0 else 0.0
-        best, self.final_, steps = finalists.run(best, self._cache, s, dispatch, n_eff)
+        screens: list[Dispatcher] = []  # the richer candidates' short fits, one per round
+
+        def screen(gain: float) -> Dispatcher:
+            screens.append(self._dispatcher(data, finalists.screen_settings(fs, gain), {}))
+            return screens[-1]
+
+        best, self.final_, steps = finalists.run(best, self._cache, s, dispatch, n_eff, screen)
         self.selection_ = selection.record(best, list(self._cache.values()), n_eff, self._preset,
                                            steps)  # fmt: skip
-        self._n_final = dispatch.n_identifications if dispatch else 0
+        n_screen = sum(d.n_identifications for d in screens)
+        self._n_final = n_screen + (dispatch.n_identifications if dispatch else 0)
         self.friction_gain_ = final_gain.record(best, self._preset, self.friction_gain, over)
         self.friction_gain_ |= {"generations": self._gain.rows} if self._gain.at else {}
         self.settings = replace(s, f_tanh=self.friction_gain_["f_tanh"])

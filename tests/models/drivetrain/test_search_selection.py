@@ -13,7 +13,7 @@ import pytest
 
 from models.drivetrain.evidence import f_test
 from models.drivetrain.excitation import reference_recording
-from models.drivetrain.gp import finalists, selection
+from models.drivetrain.gp import final_gain, finalists, selection
 from models.drivetrain.gp.evaluate import Evaluation
 from models.drivetrain.gp.presets import data_settings, paper_settings
 from models.drivetrain.gp.search import StructureSearch
@@ -119,10 +119,12 @@ class _FakeDispatch:
 
     def __init__(self, fits):
         self.fits, self.cache, self.n_identifications, self.asked = fits, {}, 0, []
+        self.specs = []
 
     def run(self, jobs):
         for k, spec in jobs:
             self.asked.append(spec.structure)
+            self.specs.append(spec)
             self.cache[k] = self.fits[spec.structure]
             self.n_identifications += 1
 
@@ -180,6 +182,63 @@ def test_the_richer_refits_contain_the_answer_and_start_from_it():
         "J1": 0.02, "c1": 80.0, "d1": 0.1, "M_G": 0.5}  # fmt: skip
     delay = dict(jobs[1][1].start)
     assert delay["T_d"] == min(max(0.0, s.specs("delay")[0].lower), s.specs("delay")[0].upper)
+
+
+def test_the_richer_refits_are_chosen_by_short_fits_from_the_answer():
+    # the truth (four masses + gravity) stalled in the search above the answer's RSS: its p
+    # is 1 and the search's fits alone put it last of three candidates (RICHER = 2 refits).
+    # Fitted briefly from the answer's start, it drops well below: it is refitted, from its
+    # short fit's parameters; the short fits run at the answer's gain, from its start
+    s = GPSettings(allowed=("one_mass", "two_mass", "three_mass", "four_mass", "gravity",
+                            "delay"))  # fmt: skip
+    two = replace(_ev(TWO, 0.110, 5), parameters={"J1": 0.02, "J2": 0.03, "c1": 80.0,
+                                                  "d1": 0.1, "M_G": 0.5})  # fmt: skip
+    delay = [*TWO, "delay"]
+    search = [two, _ev(THREE, 0.115, 8), _ev(FOUR, 1.0, 11), _ev(delay, 0.1095, 6)]
+    assert finalists.RICHER == 2
+    plain = finalists.richer_jobs(two, search, N_EFF, set(), s)
+    assert tuple(FOUR) not in [sp.structure for _, sp in plain]
+    short = {
+        ev.structure: ev
+        for ev in (
+            _ev(THREE, 0.100, 8),
+            _ev(delay, 0.1095, 6),
+            replace(_ev(FOUR, 0.080, 11), parameters={"J4": 0.4}),
+        )
+    }
+    gains: list[float] = []
+
+    def screen(gain):
+        gains.append(gain)
+        return _FakeDispatch(short)
+
+    jobs = finalists.richer_jobs(two, search, N_EFF, set(), s, screen=screen)
+    assert [sp.structure for _, sp in jobs] == [tuple(FOUR), tuple(THREE)]
+    assert dict(jobs[0][1].start) == {"J4": 0.4}  # from the short fit
+    assert gains == [s.f_tanh]  # the answer was fitted at the search's gain
+    # the short fits started where the plain route's refits start: the answer, switched off
+    starts = [sp for _, sp in finalists.richer_jobs(two, search, N_EFF, set(), s, n=3)]
+    fake = _FakeDispatch(short)
+    finalists.screened(two, starts, s, lambda gain: fake)
+    assert fake.asked == [sp.structure for sp in starts]
+    assert [dict(sp.start) for sp in fake.specs] == [dict(sp.start) for sp in starts]
+    # an answer at a gain the stage estimated: the short fits run at it and count it (d + 1)
+    est = final_gain.with_gain(two, 3.3, True, (), n_params=6)
+    gains.clear()
+    fits = finalists.screened(est, starts, s, screen)
+    assert gains == [3.3] and [ev.n_params for ev in fits] == [short[sp.structure].n_params + 1
+                                                                 for sp in starts]  # fmt: skip
+    four = next(ev for ev in fits if ev.structure == tuple(FOUR))
+    assert four.fitness == pytest.approx(1.0 / (0.080 * (1.0 + 2.0 * 12)))
+    gains.clear()
+    # two candidates or fewer: all are refitted, nothing is screened
+    assert finalists.richer_jobs(two, search[:3], N_EFF, set(), s, screen=screen) == \
+        finalists.richer_jobs(two, search[:3], N_EFF, set(), s)  # fmt: skip
+    assert gains == []
+    settings = finalists.screen_settings(finalists.final_settings(s), 7.5)
+    ident = settings.identification
+    assert (settings.f_tanh, ident.n_starts, ident.max_nfev, ident.screen_nfev) == (7.5, 1, 40, 0)
+    assert (ident.extend_rounds, ident.backlash_smoothing, ident.ladder_seed) == (0, (), False)
 
 
 def _exact(structure, rss, d, floor=1e-10, k_p=2.0) -> Evaluation:
