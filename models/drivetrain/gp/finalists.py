@@ -9,11 +9,14 @@ starts from the fit of one inertia fewer, the smoothed gap law) reach the noise 
 recovery benchmark's machines (``benchmarks/drive_recovery.py search``) the search then
 answered a richer structure whose extra submodels made up for the true one's stalled fit.
 
-The stage: the ``final_top`` fittest refined structures of the search and every structure one
-step simpler than the best (``operators.simplifications``) are identified with the
-continuations, without screening, each from its own parameters in the search (else the
-best's, inherited, and profiled from the best's estimated friction gain: ``nested_gain``); the fittest by the search's own fitness (paper eq. 19) becomes the best.
-When that moved, the new best's simpler neighbours are identified likewise, at most
+The stage: the ``final_top`` fittest refined structures of the search, every structure one
+step simpler than the best (``operators.simplifications``) and the best with its current loop
+swapped for a dead time or back (``operators.swaps``: on seed-0 machine #2 the search had
+never fitted the truth, the answer's swap) are identified with the continuations, without
+screening, each from its own parameters in the search (else the best's, inherited, and
+profiled from the best's estimated friction gain: ``nested_gain``); the fittest by the
+search's own fitness (paper eq. 19) becomes the best. When that moved, the new best's simpler
+neighbours and swaps are identified likewise, at most
 ``final_rounds`` rounds in all. A fit of this stage replaces the search's fit of the same
 structure where it is fitter (the evidence's rival table then uses it). Every fit is a row of
 ``StructureSearch.final_`` (``chosen``: the best after the stage).
@@ -60,7 +63,13 @@ import pandas as pd
 from models.drivetrain.gp import final_gain, selection
 from models.drivetrain.gp.continuation import SCREEN_NFEV
 from models.drivetrain.gp.evaluate import Evaluation, IndividualSpec
-from models.drivetrain.gp.operators import from_structure, nests, simplifications, switched_off
+from models.drivetrain.gp.operators import (
+    from_structure,
+    nests,
+    simplifications,
+    swaps,
+    switched_off,
+)
 from models.drivetrain.gp.settings import GPSettings
 from models.drivetrain.submodels import canonical
 
@@ -120,16 +129,17 @@ def candidates(
     top: int,
 ) -> list[tuple[str, IndividualSpec]]:
     """The stage's jobs ``(cache key, spec)`` of one round, none in ``done``: the ``top``
-    fittest structures (0 after the first round) and every structure one step simpler than
-    ``best``, each from its own parameters in the search (else ``best``'s, inherited)."""
+    fittest structures (0 after the first round), every structure one step simpler than
+    ``best`` and its swaps (``operators.swaps``), each from its own parameters in the search
+    (else ``best``'s, inherited)."""
     known = {ev.structure: ev.parameters for ev in sorted(evaluations, key=lambda e: e.fitness)}
     out: dict[tuple[str, ...], IndividualSpec] = {}
     for ev in top_structures(evaluations, top):
         out[ev.structure] = _spec(ev.structure, ev.parameters)
     centre, gain = from_structure(best.structure, best.parameters, settings), nested_gain(best)
-    for ind in simplifications(centre, settings):
-        s = ind.structure
-        out.setdefault(s, _spec(s, known[s]) if s in known else _spec(s, ind.parameters, gain))
+    near = [(ind.structure, ind.parameters) for ind in simplifications(centre, settings)]
+    for s, params in near + swaps(best.structure, best.parameters, settings):
+        out.setdefault(s, _spec(s, known[s]) if s in known else _spec(s, params, gain))
     return [(key(s), sp) for s, sp in sorted(out.items()) if s not in done]
 
 

@@ -179,6 +179,34 @@ def extensions(ind: Individual, settings: GPSettings) -> list[Individual]:
     return out
 
 
+#: input dynamics a recording tells apart only by their detail (below the lag's corner both
+#: shift the phase by ``omega T``): a swap carries the time constant across
+SWAPS = {Submodel.CURRENT_CONTROL: (Submodel.DELAY, "T_1", "T_d"),
+         Submodel.DELAY: (Submodel.CURRENT_CONTROL, "T_d", "T_1")}  # fmt: skip
+
+
+def swaps(
+    structure: Sequence[str], parameters: dict[str, float], settings: GPSettings
+) -> list[tuple[tuple[str, ...], dict[str, float]]]:
+    """The structures one swap from ``structure`` (:data:`SWAPS`: a current loop for a dead
+    time or back, where the rules and the function set allow), each with ``parameters`` and
+    the swapped part's time constant carried over (clipped to its box)."""
+    kinds, allowed = canonical(structure), set(_allowed(settings))
+    out = []
+    for kind in kinds:
+        if kind not in SWAPS or SWAPS[kind][0] not in allowed:
+            continue
+        other, old, new = SWAPS[kind]
+        rest = [k for k in kinds if k != kind]
+        if not can_add(rest, other):
+            continue
+        (spec,) = settings.specs(other)
+        params = {k: v for k, v in parameters.items() if k != old}
+        params[new] = min(max(float(parameters.get(old, spec.nominal)), spec.lower), spec.upper)
+        out.append((tuple(k.value for k in canonical([*rest, other])), params))
+    return out
+
+
 def from_structure(structure, parameters: dict, settings: GPSettings) -> Individual:
     """An individual of ``structure`` (names or codes) carrying ``parameters`` (nominals where
     missing): the multi-mass node as root, every other submodel under it (the tree's shape

@@ -8,7 +8,7 @@ import pytest
 from benchmarks._search_diagnosis import miss_kind, relation, truth_in_search
 from methods.errors import InputError
 from models.drivetrain.excitation import reference_recording
-from models.drivetrain.gp import finalists
+from models.drivetrain.gp import finalists, operators
 from models.drivetrain.gp.evaluate import Evaluation
 from models.drivetrain.gp.presets import data_settings, paper_settings
 from models.drivetrain.gp.search import StructureSearch
@@ -98,6 +98,28 @@ def test_candidates_are_the_fittest_refined_and_the_best_one_step_simpler():
     done = {("two_mass", "viscous"), ("one_mass", "coulomb", "viscous")}
     again = {sp.structure for _, sp in finalists.candidates(best, evals, s, done, top=2)}
     assert again == set(got) - done
+
+
+def test_a_current_loop_and_a_dead_time_are_swapped_with_their_time_constant():
+    # seed-0 machine #2: the truth had a dead time, the answer a current loop, the search never
+    # fitted the truth; the stage fits the answer's swap, from its own time constant
+    s = GPSettings(allowed=("three_mass", "coulomb", "current_control", "delay"))
+    best = _ev(["three_mass", "coulomb", "current_control"], 10.0, J1=1, M_C=2, T_1=0.004)
+    (swap,) = operators.swaps(best.structure, best.parameters, s)
+    assert swap == (("three_mass", "coulomb", "delay"), {"J1": 1, "M_C": 2, "T_d": 0.004})
+    (back,) = operators.swaps(*swap, s)
+    assert back == (best.structure, {"J1": 1, "M_C": 2, "T_1": 0.004})
+    t_d = s.specs("delay")[0]
+    far = operators.swaps(best.structure, {"T_1": 10 * t_d.upper}, s)[0][1]
+    assert far == {"T_d": t_d.upper}  # clipped to the box
+    jobs = {
+        sp.structure: dict(sp.start) for _, sp in finalists.candidates(best, [best], s, set(), 0)
+    }
+    assert jobs[swap[0]] == swap[1]
+    # no swap where the function set lacks the other part, or the structure has neither
+    narrow = GPSettings(allowed=("three_mass", "coulomb", "current_control"))
+    assert operators.swaps(best.structure, best.parameters, narrow) == []
+    assert operators.swaps(("one_mass", "coulomb"), {"J1": 1}, s) == []
 
 
 def test_final_settings_continue_without_screening_in_the_search_time_limit():
