@@ -52,6 +52,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 from benchmarks._drive_machines import add_noise, draw_machine, preset_settings, simulate_machine
+from benchmarks._recovery_checks import box_misses, interval_check, rel_errors, truth_rss
 from benchmarks._report import Bench, add_arguments
 from methods.errors import InputError
 from models.drivetrain import reference_recording
@@ -59,11 +60,10 @@ from models.drivetrain import submodels as kit
 from models.drivetrain.friction_gain import profile_friction_gain
 from models.drivetrain.gp import final_gain
 from models.drivetrain.gp.evaluate import IndividualSpec, identify
-from models.drivetrain.gp.objective import Objective
 from models.drivetrain.gp.recording import as_arrays
 from models.drivetrain.gp.signals import lowpass, split_index
 from models.drivetrain.simulate import get_simulator
-from models.drivetrain.structure_fit import continued, start_velocity, structure_evidence
+from models.drivetrain.structure_fit import continued, start_velocity
 
 REACHED = 2.0  # RSS / noise floor counted as "reached the floor"
 PARAM_TOL = 0.10
@@ -99,35 +99,6 @@ def noise_floor(clean: np.ndarray, noisy: np.ndarray, gp) -> float:
     return float(e @ e)
 
 
-def box_misses(truth: dict[str, float], gp, structure) -> list[str]:
-    """Names of true parameters outside the box the data preset gives."""
-    out = []
-    for kind in structure:
-        for s in gp.specs(kind):
-            if s.name in truth and not s.lower <= truth[s.name] <= s.upper:
-                out.append(f"{s.name} {truth[s.name]:.3g} not in {s.lower:.3g}..{s.upper:.3g}")
-    return out
-
-
-def rel_errors(truth: dict[str, float], found: dict[str, float]) -> dict[str, float]:
-    return {k: abs(found[k] - v) / max(abs(v), 1e-300) for k, v in truth.items() if k in found}
-
-
-def interval_check(
-    structure, truth: dict[str, float], found: dict[str, float], rec, gp, n_sub=None
-) -> dict:
-    """``ident``: the largest relative error over the parameters the evidence calls
-    identifiable (0 when none), ``outside``: true values outside their 95 % interval
-    (``n_sub``: the fit's substeps)."""
-    ev = structure_evidence(structure, found, as_arrays(rec), gp, n_sub=n_sub)
-    errs = rel_errors(truth, found)
-    ident = [errs[p.name] for p in ev.parameters if p.identifiable and p.name in errs]
-    outside = [p.name for p in ev.parameters
-               if p.name in truth and not p.lower <= truth[p.name] <= p.upper]  # fmt: skip
-    return {"ident": max(ident, default=0.0), "outside": outside,
-            "unident": [p.name for p in ev.parameters if not p.identifiable]}  # fmt: skip
-
-
 def single_one(i: int, rng: np.random.Generator, noise: float) -> dict:
     m = draw_machine(rng, i)
     clean = simulate_machine(m)
@@ -157,24 +128,6 @@ def single_one(i: int, rng: np.random.Generator, noise: float) -> dict:
     elif errs[worst] > PARAM_TOL:
         row["failure"] = "floor reached, only unidentifiable parameters > 10 % off"
     return row
-
-
-def truth_rss(structure, truth: dict[str, float], rec, gp, n_sub: int) -> float:
-    """The identification's own RSS (prefiltered velocity and position error over the
-    identification part) at the true parameters in the fit's model: its friction gain
-    ``gp.f_tanh`` and ``n_sub`` substeps. Not above the fit's: the fit did not stall, the
-    machine is not in the model."""
-    data = as_arrays(rec)
-    n_fit = split_index(data.n, gp.test_fraction)
-
-    def make(n_samples: int, n: int, native: bool = False):
-        return get_simulator(structure, n_samples, data.dt, n_sub=n, **gp.kit_options())
-
-    sim = make(n_fit, n_sub)
-    start = sim.model.values(truth)
-    obj = Objective(make, sim, data, n_fit, gp.identification, start, time.perf_counter())
-    r = obj.raw_residual(obj.normalised(start), sim)
-    return float(r @ r) * obj.scale**2
 
 
 def show(row: dict) -> None:

@@ -125,3 +125,26 @@ def test_the_machines_modes_are_the_ladders_natural_frequencies() -> None:
     assert d["modes_hz"] == [round(f2, 2)] and d["lag_hz"] == pytest.approx(34.6, abs=0.01)
     assert d["delay_ms"] == 6.6
     assert dynamics_line(d) == "; truth's modes 88.9 Hz, lag corner 34.6 Hz, dead time 6.6 ms"
+
+
+def test_the_interval_check_names_the_parameter_that_missed() -> None:
+    """``interval_check`` (the recovery rows' parameter figures): at the true values nothing
+    is off and every interval holds its truth; with the motor's inertia 30 % off, ``J1`` is
+    named with its error, its interval (about the wrong value) misses the truth."""
+    from dataclasses import replace
+
+    from benchmarks._drive_machines import add_noise, preset_settings
+    from benchmarks._recovery_checks import interval_check
+
+    rng = np.random.default_rng(0)
+    m = draw_machine(rng, 0)  # one_mass+coulomb+viscous+stribeck+gravity
+    rec = add_noise(simulate_machine(m), 0.5, rng)
+    gp = replace(preset_settings(rec, True, False, position=True), f_tanh=m.f_tanh)
+    exact = interval_check(m.structure, m.params, m.params, rec, gp)
+    assert exact["ident"] == 0.0 and exact["outside"] == []
+    assert set(exact["param_errors"]) == set(m.params) and max(exact["param_errors"].values()) == 0
+    assert all(lo <= m.params[k] <= hi for k, (lo, hi) in exact["intervals"].items())
+    off = interval_check(m.structure, m.params, dict(m.params, J1=1.3 * m.params["J1"]), rec, gp)
+    assert off["param_errors"]["J1"] == pytest.approx(0.3)
+    assert "J1" in off["outside"] and off["parameters"]["J1"] == pytest.approx(1.3 * m.params["J1"])
+    assert off["true_parameters"] == exact["true_parameters"] == pytest.approx(m.params)

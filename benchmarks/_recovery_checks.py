@@ -1,0 +1,65 @@
+"""Checks of one recovered machine for ``drive_recovery.py``: the truth against the data's
+boxes, the parameters' errors and 95 % intervals, the truth's RSS in the fit's model."""
+
+from __future__ import annotations
+
+import time
+
+from models.drivetrain.gp.objective import Objective
+from models.drivetrain.gp.recording import as_arrays
+from models.drivetrain.gp.signals import split_index
+from models.drivetrain.simulate import get_simulator
+from models.drivetrain.structure_fit import structure_evidence
+
+
+def box_misses(truth: dict[str, float], gp, structure) -> list[str]:
+    """Names of true parameters outside the box the data preset gives."""
+    out = []
+    for kind in structure:
+        for s in gp.specs(kind):
+            if s.name in truth and not s.lower <= truth[s.name] <= s.upper:
+                out.append(f"{s.name} {truth[s.name]:.3g} not in {s.lower:.3g}..{s.upper:.3g}")
+    return out
+
+
+def rel_errors(truth: dict[str, float], found: dict[str, float]) -> dict[str, float]:
+    return {k: abs(found[k] - v) / max(abs(v), 1e-300) for k, v in truth.items() if k in found}
+
+
+def interval_check(
+    structure, truth: dict[str, float], found: dict[str, float], rec, gp, n_sub=None
+) -> dict:
+    """``ident``: the largest relative error over the parameters the evidence calls
+    identifiable (0 when none), ``outside``: true values outside their 95 % interval
+    (``n_sub``: the fit's substeps); ``param_errors``: each one's relative error, ``parameters``
+    and ``true_parameters`` the values, ``intervals`` the 95 % intervals (the rows say which
+    parameter missed, by how much)."""
+    ev = structure_evidence(structure, found, as_arrays(rec), gp, n_sub=n_sub)
+    errs = rel_errors(truth, found)
+    ident = [errs[p.name] for p in ev.parameters if p.identifiable and p.name in errs]
+    outside = [p.name for p in ev.parameters
+               if p.name in truth and not p.lower <= truth[p.name] <= p.upper]  # fmt: skip
+    return {"ident": max(ident, default=0.0), "outside": outside,
+            "unident": [p.name for p in ev.parameters if not p.identifiable],
+            "param_errors": {k: float(f"{v:.3g}") for k, v in errs.items()},
+            "parameters": {k: float(v) for k, v in found.items()},
+            "true_parameters": {k: float(v) for k, v in truth.items()},
+            "intervals": {p.name: [float(p.lower), float(p.upper)] for p in ev.parameters}}  # fmt: skip
+
+
+def truth_rss(structure, truth: dict[str, float], rec, gp, n_sub: int) -> float:
+    """The identification's own RSS (prefiltered velocity and position error over the
+    identification part) at the true parameters in the fit's model: its friction gain
+    ``gp.f_tanh`` and ``n_sub`` substeps. Not above the fit's: the fit did not stall, the
+    machine is not in the model."""
+    data = as_arrays(rec)
+    n_fit = split_index(data.n, gp.test_fraction)
+
+    def make(n_samples: int, n: int, native: bool = False):
+        return get_simulator(structure, n_samples, data.dt, n_sub=n, **gp.kit_options())
+
+    sim = make(n_fit, n_sub)
+    start = sim.model.values(truth)
+    obj = Objective(make, sim, data, n_fit, gp.identification, start, time.perf_counter())
+    r = obj.raw_residual(obj.normalised(start), sim)
+    return float(r @ r) * obj.scale**2
