@@ -3,6 +3,7 @@ boxes, the parameters' errors and 95 % intervals, the truth's RSS in the fit's m
 
 from __future__ import annotations
 
+import math
 import time
 
 from models.drivetrain.gp.objective import Objective
@@ -32,7 +33,7 @@ def interval_check(
     """``ident``: the largest relative error over the parameters the evidence calls
     identifiable (0 when none), ``outside``: true values outside their 95 % interval
     (``n_sub``: the fit's substeps); ``param_errors``: each one's relative error, ``parameters``
-    and ``true_parameters`` the values, ``intervals`` the 95 % intervals (the rows say which
+    and ``true_parameters`` the values, ``intervals`` the 95 % intervals (None: unbounded; the rows say which
     parameter missed, by how much)."""
     ev = structure_evidence(structure, found, as_arrays(rec), gp, n_sub=n_sub)
     errs = rel_errors(truth, found)
@@ -44,7 +45,13 @@ def interval_check(
             "param_errors": {k: float(f"{v:.3g}") for k, v in errs.items()},
             "parameters": {k: float(v) for k, v in found.items()},
             "true_parameters": {k: float(v) for k, v in truth.items()},
-            "intervals": {p.name: [float(p.lower), float(p.upper)] for p in ev.parameters}}  # fmt: skip
+            "intervals": {p.name: [_finite(p.lower), _finite(p.upper)] for p in ev.parameters}}  # fmt: skip
+
+
+def _finite(x: float) -> float | None:
+    """``x``, or None where it is not finite (an unidentifiable parameter's interval): the
+    rows stay strict JSON."""
+    return float(x) if math.isfinite(x) else None
 
 
 def truth_rss(structure, truth: dict[str, float], rec, gp, n_sub: int) -> float:

@@ -27,12 +27,14 @@ structure while one fits significantly better (F-test on the fitness RSS with th
 and the residual's effective sample count, Bonferroni over the richer candidates), among the
 fittest refined fit of every structure the search and the stage made. So that the richer
 structures the rule may move to are fitted as well as the answer, each round also identifies
-again the ``RICHER`` structures that contain the answer's (``operators.nests``: the F-test's
-nested pairs; refined or only screened in the search) with the lowest p against the current
-answer, each from the answer's parameters with what it adds switched off
-(``operators.switched_off``; from its estimated gain too), so that its fit begins at the answer's RSS (until
-2026-12-06 any structure with more parameters, from its own parameters in the search; what
-that cost: docs/methods.md §2.4). The next round's simpler neighbours and richer
+again ``RICHER`` structures that contain the answer's (``operators.nests``: the F-test's
+nested pairs; refined or only screened in the search), each from the answer's parameters
+with what it adds switched off (``operators.switched_off``; from its estimated gain too), so
+that its fit begins near the answer's RSS (until 2026-12-06 any structure with more
+parameters, from its own parameters in the search; what that cost: docs/methods.md §2.4).
+Which: those with the lowest p against the answer after a short fit from that start
+(``screened``; up to ``SCREENED`` candidates, the full fits then start where the short ones
+ended), not after the search's own fit, which may have stalled (docs/methods.md §2.4). The next round's simpler neighbours and richer
 candidates are those of the answer the rule chose. ``StructureSearch.selection_`` records the
 count, the level and the moves.
 
@@ -180,22 +182,25 @@ def richer_jobs(
 ) -> list[tuple[str, IndividualSpec]]:  # fmt: skip
     """The stage's jobs for the evidence's choice: ``n`` structures that contain ``answer``'s
     (``operators.nests``; refined or only screened, none in ``done``), each from ``answer``'s
-    parameters with what it adds switched off (``operators.switched_off``): the fit begins at
-    the answer's RSS. Which ``n``: without ``screen``, those with the lowest p against the
+    parameters with what it adds switched off (``operators.switched_off``): the fit begins
+    near the answer's RSS. Which ``n``: without ``screen``, those with the lowest p against the
     answer in the search (then the lowest RSS); with ``screen`` (``gain -> Dispatcher`` of
     short fits, :func:`screen_settings`) and more than ``n`` candidates, the :data:`SCREENED`
-    first of that order are fitted briefly from that start (:func:`screened`) and the ``n``
-    with the lowest p after it are identified from their screened parameters."""
+    first of that order (a stalled search fit, p 1, sorts after those that fit better: beyond
+    12 candidates it can still be left out) are fitted briefly from that start
+    (:func:`screened`) and the ``n`` with the lowest p after it are identified from their
+    screened parameters."""
     best: dict[tuple[str, ...], Evaluation] = {}
     for ev in evaluations:
         if ev.structure not in best or ev.fitness > best[ev.structure].fitness:
             best[ev.structure] = ev
-    richer = [ev for s, ev in best.items() if s not in done and ev.n_params > answer.n_params
+    d_answer = n_params(answer.structure, settings)  # the model's: a gain may count in answer
+    richer = [ev for s, ev in best.items() if s not in done and n_params(s, settings) > d_answer
               and nests(s, answer.structure) and can_win(s, answer, settings)]  # fmt: skip
     k_p, gain = settings.k_p, nested_gain(answer)
     richer.sort(key=lambda ev: (selection.p_value(answer, ev, n_eff, k_p), ev.rss, ev.structure))
     starts = []
-    for ev in richer[: max(n, SCREENED) if screen else n]:
+    for ev in richer[: max(n, SCREENED) if screen is not None else n]:
         start = from_structure(ev.structure, answer.parameters, settings).parameters
         off = switched_off(ev.structure, start, set(answer.parameters), settings)
         starts.append(_spec(ev.structure, off, gain))
@@ -221,11 +226,12 @@ def screened(
 ) -> list[Evaluation]:  # fmt: skip
     """The short fits of ``specs`` (each from ``answer``'s parameters with what it adds
     switched off) at ``answer``'s gain, on a dispatcher ``screen(gain)``; charged ``d + 1``
-    where the answer's gain was estimated (the full fit will be: ``nested_gain``).
+    where the answer's gain was estimated (the full fit, profiled from it, will be:
+    ``nested_gain``), else ``d`` (a full fit may still end at an estimated gain).
 
     Why: the search's own fit of a richer structure may have stalled above the answer's RSS
-    (its p is then 1 whatever the structure could do); from the answer's start it cannot end
-    above it, so its p after a few steps says whether what it adds helps. On the recovery
+    (its p is then 1 whatever the structure could do); from (near) the answer's start it
+    ends near or below it, so its p after a few steps says whether what it adds helps. On the recovery
     benchmark's seed-0 machine #11 the truth's search fit had stalled at RSS 1.018 (the
     answer's 0.478) and sorted last of 9 candidates (docs/drive.md)."""
     gain = final_gain.gain_of(answer, settings.f_tanh)

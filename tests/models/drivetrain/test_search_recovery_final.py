@@ -120,6 +120,8 @@ def test_a_current_loop_and_a_dead_time_are_swapped_with_their_time_constant():
     narrow = GPSettings(allowed=("three_mass", "coulomb", "current_control"))
     assert operators.swaps(best.structure, best.parameters, narrow) == []
     assert operators.swaps(("one_mass", "coulomb"), {"J1": 1}, s) == []
+    both = ("one_mass", "current_control", "delay")  # a swap would repeat a part
+    assert operators.swaps(both, {"J1": 1, "T_1": 0.004, "T_d": 0.005}, s) == []
 
 
 def test_final_settings_continue_without_screening_in_the_search_time_limit():

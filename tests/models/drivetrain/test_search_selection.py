@@ -222,8 +222,13 @@ def test_the_richer_refits_are_chosen_by_short_fits_from_the_answer():
     finalists.screened(two, starts, s, lambda gain: fake)
     assert fake.asked == [sp.structure for sp in starts]
     assert [dict(sp.start) for sp in fake.specs] == [dict(sp.start) for sp in starts]
-    # an answer at a gain the stage estimated: the short fits run at it and count it (d + 1)
+    # an answer at a gain the stage estimated (it counts d + 1 = 6): a structure one
+    # submodel richer (two masses + gravity + delay, d 6 in the search) still contains it
     est = final_gain.with_gain(two, 3.3, True, (), n_params=6)
+    wide = finalists.richer_jobs(est, search, N_EFF, set(), s, n=5)
+    assert {sp.structure for _, sp in wide} == {tuple(FOUR), tuple(THREE), tuple(delay)}
+    assert {sp.f_tanh for _, sp in wide} == {3.3}  # profiled from the answer's gain
+    # the short fits run at the answer's gain and count it (d + 1)
     gains.clear()
     fits = finalists.screened(est, starts, s, screen)
     assert gains == [3.3] and [ev.n_params for ev in fits] == [short[sp.structure].n_params + 1
