@@ -46,7 +46,8 @@ class DriveResult:
     fit: bool = False
     #: how the search's final stage chose its answer (`StructureSearch.selection_`): the
     #: effective samples `n_eff`, the level `alpha` (0: by the fitness alone), the `m` richer
-    #: structures tested, the `moves` ({before, after, p_value, level, m}); None for a fit
+    #: structures tested, the `moves` ({before, after, p_value, level, m}), the richer
+    #: candidates' short fits `screened` ({call, names, rss, n_params}); None for a fit
     selection: dict[str, Any] | None = None
     #: the answer's friction smoothing gain (`friction_gain_record`): `mode` (auto, fixed,
     #: profile), `profiled`, the preset's `preset_f_tanh`, the model's `f_tanh`, whether the

@@ -220,6 +220,30 @@ def screen_settings(settings: GPSettings, f_tanh: float) -> GPSettings:
     return replace(settings, f_tanh=f_tanh, identification=ident)
 
 
+class Screens:
+    """The ``screen`` of :func:`run` for a search: ``screens(gain)`` is a new dispatcher
+    ``make(screen_settings(settings, gain))`` of the short fits (one per round that screens);
+    ``n_identifications`` counts them all, ``rows()`` lists them (``selection_["screened"]``:
+    the structure, RSS and model parameter count of each short fit, in order)."""
+
+    def __init__(self, make: Callable[[GPSettings], Any], settings: GPSettings) -> None:
+        self.make, self.settings = make, settings
+        self.dispatchers: list[Any] = []
+
+    def __call__(self, gain: float) -> Any:
+        self.dispatchers.append(self.make(screen_settings(self.settings, gain)))
+        return self.dispatchers[-1]
+
+    @property
+    def n_identifications(self) -> int:
+        return sum(d.n_identifications for d in self.dispatchers)
+
+    def rows(self) -> list[dict]:
+        return [{"call": i, "names": ",".join(ev.structure), "rss": float(ev.rss),
+                 "n_params": int(ev.n_params)}
+                for i, d in enumerate(self.dispatchers) for ev in d.cache.values()]  # fmt: skip
+
+
 def screened(
     answer: Evaluation, specs: list[IndividualSpec], settings: GPSettings,
     screen: Callable[[float], Any],

@@ -339,25 +339,19 @@ class StructureSearch:
         the search's task runner, its answer by the data's evidence with ``final_alpha``
         (``models.drivetrain.gp.selection``); ``final_``: its rows; ``selection_``: the
         effective sample count, the level, the richer candidates the answer was tested
-        against (``m``) and the evidence's moves; the richer candidates' short fits
-        (``finalists.screened``) on the same runner. Over the friction gain
+        against (``m``), the evidence's moves and the richer candidates' short fits
+        (``screened``, ``finalists.Screens``), run on the same runner. Over the friction gain
         (``gp.final_gain``) the settings take the answer's gain."""
         s, over = self.settings, final_gain.profiles(self.settings, self.friction_gain)
         best = self._gain.charge(self._cache, best, s)  # an adopted gain counts (d + 1)
         fs = finalists.final_settings(s)
         dispatch = self._dispatcher(data, fs, {}, over) if s.final_top else None
         n_eff = selection.search_count(best, data, s) if dispatch and s.final_alpha > 0 else 0.0
-        screens: list[Dispatcher] = []  # the richer candidates' short fits, one per round
-
-        def screen(gain: float) -> Dispatcher:
-            screens.append(self._dispatcher(data, finalists.screen_settings(fs, gain), {}))
-            return screens[-1]
-
+        screen = finalists.Screens(lambda settings: self._dispatcher(data, settings, {}), fs)
         best, self.final_, steps = finalists.run(best, self._cache, s, dispatch, n_eff, screen)
         self.selection_ = selection.record(best, list(self._cache.values()), n_eff, self._preset,
-                                           steps)  # fmt: skip
-        n_screen = sum(d.n_identifications for d in screens)
-        self._n_final = n_screen + (dispatch.n_identifications if dispatch else 0)
+                                           steps) | {"screened": screen.rows()}  # fmt: skip
+        self._n_final = screen.n_identifications + (dispatch.n_identifications if dispatch else 0)
         self.friction_gain_ = final_gain.record(best, self._preset, self.friction_gain, over)
         self.friction_gain_ |= {"generations": self._gain.rows} if self._gain.at else {}
         self.settings = replace(s, f_tanh=self.friction_gain_["f_tanh"])

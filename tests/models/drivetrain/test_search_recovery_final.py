@@ -163,3 +163,25 @@ def test_the_data_preset_has_the_final_stage_and_the_paper_has_not():
 def test_final_stage_settings_refuse_negative_values(field):
     with pytest.raises(InputError, match=field):
         GPSettings(**{field: -1})
+
+
+def test_the_richer_candidates_short_fits_are_counted_recorded_and_deterministic():
+    # a noisy recording (the evidence's choice needs an answer above the fitness's floor):
+    # the stage fits more richer candidates briefly than it refits in full; each short fit is
+    # an identification of the search and a row of selection_["screened"], on any backend
+    rec = reference_recording(["one_mass", "viscous", "coulomb"], duration=0.6, noise=0.05)
+    small = dict(allowed=("one_mass", "two_mass", "three_mass", "coulomb", "viscous", "gravity",
+                          "delay"),
+                 identification=IdentificationSettings(n_starts=1, max_nfev=15, jit=False))  # fmt: skip
+    kwargs = dict(population=6, generations=3, seed=0, polish_rounds=0, **small)
+    plain = StructureSearch(**kwargs).fit(rec)
+    search = StructureSearch(final_top=2, final_alpha=0.01, **kwargs).fit(rec)
+    screened = search.selection_["screened"]
+    assert len(screened) > finalists.RICHER
+    answer = tuple(search.best_structure_)
+    assert all(operators.nests(tuple(r["names"].split(",")), answer) for r in screened)
+    assert search.n_evaluations_ == plain.n_evaluations_ + len(search.final_) + len(screened)
+    other = StructureSearch(final_top=2, final_alpha=0.01, map_batches=_map_reversed,
+                            **kwargs).fit(rec)  # fmt: skip
+    assert other.selection_["screened"] == screened
+    assert other.final_.equals(search.final_.assign(wall_s=other.final_["wall_s"]))
