@@ -70,3 +70,18 @@ def truth_rss(structure, truth: dict[str, float], rec, gp, n_sub: int) -> float:
     obj = Objective(make, sim, data, n_fit, gp.identification, start, time.perf_counter())
     r = obj.raw_residual(obj.normalised(start), sim)
     return float(r @ r) * obj.scale**2
+
+
+def coverage(rows: list[dict], level: float = 0.95) -> tuple[float, float, int]:
+    """Over the rows that name their parameters (``param_errors``): the share of true values
+    inside their intervals (a ``level`` interval's promise: about ``level``), the all-inside
+    rate ``level ** d`` would give if each of a row's ``d`` intervals held independently (what
+    "every value inside" can expect of marginal intervals: 0.57 for 11 parameters), and the
+    number of parameters counted. NaN without such rows."""
+    named = [r for r in rows if isinstance(r.get("param_errors"), dict) and r["param_errors"]]
+    total = sum(len(r["param_errors"]) for r in named)
+    if not total:
+        return float("nan"), float("nan"), 0
+    inside = total - sum(len(r.get("outside") or []) for r in named)
+    expected = sum(level ** len(r["param_errors"]) for r in named) / len(named)
+    return inside / total, expected, total

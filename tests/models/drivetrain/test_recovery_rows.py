@@ -99,3 +99,16 @@ def test_a_row_with_foreign_fields_is_classified_by_its_relation_and_printed():
         "another structure (simpler)")  # fmt: skip
     assert dynamics_line("<b>x</b>") == "" and dynamics_line(None) == ""
     assert dynamics_line({"modes_hz": [32.6]}) == "; truth's modes 32.6 Hz"
+
+
+def test_coverage_counts_parameters_and_the_all_inside_rate_marginal_intervals_give():
+    from benchmarks._recovery_checks import coverage
+
+    rows = [{"param_errors": {f"p{i}": 0.01 for i in range(11)}, "outside": ["p3"]},
+            {"param_errors": {"a": 0.0, "b": 0.0}, "outside": []},
+            {"relation": "same", "outside": ["x"]}]  # an old row: no names, not counted  # fmt: skip
+    share, expected, k = coverage(rows)
+    assert k == 13 and share == pytest.approx(12 / 13)
+    assert expected == pytest.approx((0.95**11 + 0.95**2) / 2)
+    assert 0.56 < 0.95**11 < 0.57  # the docstring's figure
+    assert all(v != v for v in coverage(rows[2:])[:2]) and coverage([])[2] == 0
