@@ -197,8 +197,12 @@ def richer_jobs(
     d_answer = n_params(answer.structure, settings)  # the model's: a gain may count in answer
     richer = [ev for s, ev in best.items() if s not in done and n_params(s, settings) > d_answer
               and nests(s, answer.structure) and can_win(s, answer, settings)]  # fmt: skip
-    k_p, gain = settings.k_p, nested_gain(answer)
-    richer.sort(key=lambda ev: (selection.p_value(answer, ev, n_eff, k_p), ev.rss, ev.structure))
+    gain = nested_gain(answer)
+
+    def by_p(ev: Evaluation) -> tuple:  # the lowest p against the answer, then RSS
+        return selection.p_value(answer, ev, n_eff, settings.k_p), ev.rss, ev.structure
+
+    richer.sort(key=by_p)
     starts = []
     for ev in richer[: max(n, SCREENED) if screen is not None else n]:
         start = from_structure(ev.structure, answer.parameters, settings).parameters
@@ -206,7 +210,7 @@ def richer_jobs(
         starts.append(_spec(ev.structure, off, gain))
     if screen is not None and len(starts) > n:
         fits = screened(answer, starts, settings, screen)
-        fits.sort(key=lambda ev: (selection.p_value(answer, ev, n_eff, k_p), ev.rss, ev.structure))
+        fits.sort(key=by_p)
         starts = [_spec(ev.structure, ev.parameters, gain) for ev in fits]
     return [(key(sp.structure), sp) for sp in starts[:n]]
 
@@ -255,8 +259,8 @@ def screened(
 
     Why: the search's own fit of a richer structure may have stalled above the answer's RSS
     (its p is then 1 whatever the structure could do); from (near) the answer's start it
-    ends near or below it, so its p after a few steps says whether what it adds helps. On the recovery
-    benchmark's seed-0 machine #11 the truth's search fit had stalled at RSS 1.018 (the
+    ends near or below it, so its p after a few steps says whether what it adds helps. On the
+    recovery benchmark's seed-0 machine #11 the truth's search fit had stalled at RSS 1.018 (the
     answer's 0.478) and sorted last of 9 candidates (docs/drive.md)."""
     gain = final_gain.gain_of(answer, settings.f_tanh)
     jobs = [(key(sp.structure), replace(sp, f_tanh=None)) for sp in specs]
