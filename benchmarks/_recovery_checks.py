@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import time
 
+from models.drivetrain.friction_gain import SMOOTHED
 from models.drivetrain.gp.objective import Objective
 from models.drivetrain.gp.recording import as_arrays
 from models.drivetrain.gp.signals import split_index
@@ -28,19 +29,29 @@ def rel_errors(truth: dict[str, float], found: dict[str, float]) -> dict[str, fl
 
 
 def interval_check(
-    structure, truth: dict[str, float], found: dict[str, float], rec, gp, n_sub=None
-) -> dict:
+    structure, truth: dict[str, float], found: dict[str, float], rec, gp, n_sub=None,
+    gain: float | None = None,
+) -> dict:  # fmt: skip
     """``ident``: the largest relative error over the parameters the evidence calls
     identifiable (0 when none), ``outside``: true values outside their 95 % interval
-    (``n_sub``: the fit's substeps); ``param_errors``: each one's relative error, ``parameters``
-    and ``true_parameters`` the values, ``intervals`` the 95 % intervals (None: unbounded; the rows say which
-    parameter missed, by how much)."""
-    ev = structure_evidence(structure, found, as_arrays(rec), gp, n_sub=n_sub)
+    (``n_sub``: the fit's substeps), ``outside_joint`` those outside their simultaneous
+    interval (``evidence.ParameterInterval.joint_lower``); ``param_errors``: each one's relative error, ``parameters``
+    and ``true_parameters`` the values, ``intervals`` the 95 % intervals (None: unbounded; the
+    rows say which parameter missed, by how much). ``gain``: the machine's friction gain, when
+    the fit estimated its own (``gp.f_tanh``): then ``f_tanh`` is one more parameter, in the
+    covariance as in these figures (``structure_evidence(gain_estimated=True)``)."""
+    estimated = gain is not None and bool(SMOOTHED & set(structure))
+    ev = structure_evidence(structure, found, as_arrays(rec), gp, n_sub=n_sub,
+                            gain_estimated=estimated)  # fmt: skip
+    if estimated:
+        truth, found = truth | {"f_tanh": gain}, found | {"f_tanh": gp.f_tanh}
     errs = rel_errors(truth, found)
     ident = [errs[p.name] for p in ev.parameters if p.identifiable and p.name in errs]
     outside = [p.name for p in ev.parameters
                if p.name in truth and not p.lower <= truth[p.name] <= p.upper]  # fmt: skip
-    return {"ident": max(ident, default=0.0), "outside": outside,
+    joint = [p.name for p in ev.parameters
+             if p.name in truth and not p.joint_lower <= truth[p.name] <= p.joint_upper]  # fmt: skip
+    return {"ident": max(ident, default=0.0), "outside": outside, "outside_joint": joint,
             "unident": [p.name for p in ev.parameters if not p.identifiable],
             "param_errors": {k: float(f"{v:.3g}") for k, v in errs.items()},
             "parameters": {k: float(v) for k, v in found.items()},

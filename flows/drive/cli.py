@@ -34,7 +34,7 @@ from flows.cli_validate import (
 from flows.drive.settings import DriveFit, DriveSearch, check_search_recording
 from methods.errors import InputError
 from models.budget import check_samples
-from tasks.drive.result import DriveResult, gain_text, move_texts
+from tasks.drive.result import DriveResult, gain_text, joint_text, move_texts
 
 app = typer.Typer(
     rich_markup_mode="markdown",
@@ -211,12 +211,11 @@ def _print_parameters(result: DriveResult) -> None:
         stdout.print(table("Identified parameters", ["parameter", "value"], rows))
         return
     level = f"{100 * ev['level']:g} %"
-    rows = [[k, v, _num(p["stderr"]), _num(p["lower"]), _num(p["upper"]), p["note"] or ""]
-            for k, v in result.parameters.items() for p in [ev["parameters"].get(k, {})]
-            if p]  # fmt: skip
+    rows = [[k, p["value"], _num(p["stderr"]), _num(p["lower"]), _num(p["upper"]),
+             joint_text(p), p["note"] or ""] for k, p in ev["parameters"].items()]  # fmt: skip
     stdout.print(table("Identified parameters", ["parameter", "value", "std. error",
-                                                 f"{level} lower", f"{level} upper", "note"],
-                       rows))  # fmt: skip
+                                                 f"{level} lower", f"{level} upper",
+                                                 f"simultaneous {level}", "note"], rows))  # fmt: skip
     res = ev["residuals"]
     auto, cross = res["autocorrelation"], res["cross_correlation"]
     verdict = ("exact fit, not tested" if res["passed"] is None

@@ -9,7 +9,13 @@ to an identified structure on a recording (docs/methods.md §2.9).
   estimate minimises ``|F(y_sim - y)|^2``) the sandwich ``s^2 A^-1 B A^-1``, ``A = (FJ)^T FJ``,
   ``B = (FJ)^T F F^T (FJ)`` (``F^T`` by :func:`filter_adjoint`: the padding at the record's
   ends makes ``F`` far from symmetric there). ``s^2 = e^T e / (N - d)`` from the
-  raw residual ``e = y_sim - y``. Intervals: ``value +- t_{0.975, N-d} stderr``. A parameter is
+  raw residual ``e = y_sim - y``. A start velocity estimated from the same noisy velocity
+  samples (``start``) moves the fit with its own error: the covariance propagates it, the
+  ``B`` term with ``(I - j0 c^T)``. Intervals: ``value +- t_{0.975, N-d} stderr``; the
+  simultaneous ones (``joint_lower``, ``joint_upper``) with Bonferroni's ``t_{1-0.025/m}``
+  over the ``m`` determined parameters, so that every true value lies inside its joint
+  interval with at least 95 % (each marginal one alone: 95 %, all ``d`` of them together
+  about ``0.95^d`` when they are independent). A parameter is
   flagged not identifiable when the scaled Jacobian is rank deficient in its direction
   (singular value below ``RANK_TOL`` of the largest) or its interval is wider than its box.
 - **Residual analysis** (:func:`residual_analysis`, as MATLAB's ``resid``): autocorrelation of
@@ -48,7 +54,8 @@ UNDERFIT = (
 @dataclass(frozen=True)
 class ParameterInterval:
     """One parameter: estimate, standard error, interval at ``level``, its box and the
-    identifiability flag (``note`` says why not, or that it sits on a bound)."""
+    identifiability flag (``note`` says why not, or that it sits on a bound); ``joint_lower``,
+    ``joint_upper``: the simultaneous interval (module docstring), NaN until computed."""
 
     name: str
     value: float
@@ -58,6 +65,8 @@ class ParameterInterval:
     box: tuple[float, float]
     identifiable: bool
     note: str = ""
+    joint_lower: float = math.nan
+    joint_upper: float = math.nan
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -76,10 +85,15 @@ def parameter_uncertainty(
     prefilter: Callable[[np.ndarray], np.ndarray] | None = None,
     level: float = 0.95,
     notes: list[str] | None = None,
+    start: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[list[ParameterInterval], float, float]:
     """Standard errors and ``level`` intervals of an output-error estimate (module docstring).
 
     ``jacobian`` (N, d): ``dy_sim/dp`` at ``values``; ``residual`` (N,): ``y_sim - y``.
+    ``start``: ``(j0, c)`` when the simulation starts from a velocity estimated from the same
+    noisy samples, ``c @ y[:c.size]`` (``gp.signals.initial_velocity_weights``), ``j0`` (N,)
+    the output's sensitivity to it: that estimate's error moves the fit too (with the
+    prefilter ``F``, ``dp = A^-1 (FJ)^T F (I - j0 c^T) noise``), and the covariance carries it.
     Returns (intervals, residual standard deviation ``s``, condition number of the Jacobian
     with columns scaled to the parameters' magnitudes); ``notes`` gets a line when the
     prefilter's adjoint was approximated (:func:`filter_adjoint`)."""
@@ -96,19 +110,24 @@ def parameter_uncertainty(
     cond = float(sing[0] / sing[-1]) if sing[-1] > 0 else math.inf
     keep = sing > RANK_TOL * sing[0] if sing[0] > 0 else np.zeros(d, bool)
     inv_a = (vt[keep].T / sing[keep] ** 2) @ vt[keep]  # pseudo-inverse of A (scaled)
+    g = js  # dp = A^-1 g^T noise
     if prefilter is not None:  # B = (FJ)^T F F^T (FJ) = |F^T (FJ)|^2
         g, exact = filter_adjoint(prefilter, jf)
         if not exact and notes is not None:
             notes.append("the prefilter reaches far into the record: its adjoint approximated "
                          "by itself (intervals may be up to a quarter too narrow)")  # fmt: skip
-        cov = s2 * inv_a @ (g.T @ g) @ inv_a
-    else:
-        cov = s2 * inv_a
+    if start is not None:  # the start velocity's own noise: g^T (I - j0 c^T)
+        j0, c = np.asarray(start[0], float), np.asarray(start[1], float)
+        g = g.copy()
+        g[: c.size] -= np.outer(c, j0[:n] @ g)
+    cov = s2 * inv_a @ (g.T @ g) @ inv_a if g is not js else s2 * inv_a
     stderr = np.sqrt(np.clip(np.diag(cov), 0.0, None)) * scale
     # a parameter with a component along a dropped (near-null) direction is not determined
     null = vt[~keep]
     weak = (np.abs(null) > 1e-3).any(axis=0) if null.size else np.zeros(d, bool)
     t = float(stats.t.ppf(0.5 + level / 2.0, max(n - d, 1)))
+    m = max(int(np.sum(~weak)), 1)  # Bonferroni over the determined parameters
+    t_joint = float(stats.t.ppf(1.0 - (1.0 - level) / (2.0 * m), max(n - d, 1)))
     out = []
     for i, name in enumerate(names):
         lo, hi = boxes[i]
@@ -124,6 +143,8 @@ def parameter_uncertainty(
             name=str(name), value=float(values[i]), stderr=se, lower=float(values[i] - t * se),
             upper=float(values[i] + t * se), box=(float(lo), float(hi)),
             identifiable=not note.startswith("not identifiable"), note=note,
+            joint_lower=float(values[i] - t_joint * se),
+            joint_upper=float(values[i] + t_joint * se),
         ))  # fmt: skip
     return out, math.sqrt(s2), cond
 

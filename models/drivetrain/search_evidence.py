@@ -7,11 +7,12 @@ RSS (:func:`search_rival_table`), so the table's preferred structure and the ans
 on the same fits.
 
 A search whose final stage chose the friction gain (``gp.final_gain``) carries the answer's
-gain in ``search.settings``: the intervals are those at that gain (given the gain: its own
-uncertainty is not in them), the rivals the search never refined are fitted at it, and the
+gain in ``search.settings``: the intervals are those at that gain, the rivals the search never refined are fitted at it, and the
 search-rule table takes each fit's own RSS (the fitness's floor where it lies below, as the
 rule does: ``gp.selection.fitness_rss``) and parameter count (``d + 1`` where the gain was
-estimated). The velocity error's table (its BIC note) simulates every rival at the answer's
+estimated). The estimated gain is one more column of the covariance
+(``structure_evidence(gain_estimated=True)``), so the intervals carry its uncertainty and
+list it as ``f_tanh``. The velocity error's table (its BIC note) simulates every rival at the answer's
 gain, also one the stage fitted at another: that note is then only approximate."""
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from models.drivetrain.evidence import (
     f_test,
     information,
 )
+from models.drivetrain.gp import final_gain
 from models.drivetrain.gp.dispatch import MapBatches
 from models.drivetrain.gp.evaluate import Evaluation
 from models.drivetrain.gp.recording import RecordingFile, as_arrays
@@ -52,7 +54,8 @@ def search_evidence(
     data = as_arrays(recording)
     if not rivals:
         return structure_evidence(search.best_structure_, search.best_parameters_, data,
-                                  search.settings, n_sub=_n_sub(search))  # fmt: skip
+                                  search.settings, n_sub=_n_sub(search),
+                                  gain_estimated=_gain_estimated(search))  # fmt: skip
     done: dict[tuple[str, ...], Evaluation] = {}
     starts: dict[tuple[str, ...], dict[str, float]] = {}
     for ev in _evaluations(search):
@@ -68,7 +71,8 @@ def search_evidence(
     found |= {k: v for k, v in done.items() if k in relation}
     rows = [(found[k], rel) for k, rel in relation.items()]
     evidence = structure_evidence(search.best_structure_, search.best_parameters_, data,
-                                  search.settings, rows, n_sub=_n_sub(search))  # fmt: skip
+                                  search.settings, rows, n_sub=_n_sub(search),
+                                  gain_estimated=_gain_estimated(search))  # fmt: skip
     return _by_the_search_rule(search, evidence, rows, data.n)
 
 
@@ -105,6 +109,12 @@ def _n_sub(search: Any) -> int | None:
     """The substeps of a fitted search's best evaluation (None when it does not say)."""
     best = getattr(search, "best_evaluation_", None)
     return best.n_sub if isinstance(best, Evaluation) else None
+
+
+def _gain_estimated(search: Any) -> bool:
+    """Whether the search's final stage chose its answer's friction gain from the data."""
+    best = getattr(search, "best_evaluation_", None)
+    return isinstance(best, Evaluation) and final_gain.estimated(best)
 
 
 def _evaluations(search: Any) -> list[Evaluation]:

@@ -33,7 +33,7 @@ from models.drivetrain.evidence import (
     residual_analysis,
     rival_table,
 )
-from models.drivetrain.friction_gain import profile_friction_gain
+from models.drivetrain.friction_gain import SMOOTHED, profile_friction_gain
 from models.drivetrain.gp.dispatch import MapBatches, serial_map
 from models.drivetrain.gp.evaluate import (
     Evaluation,
@@ -51,12 +51,24 @@ from models.drivetrain.gp.operators import (
 )
 from models.drivetrain.gp.recording import RecordingFile, as_arrays, evaluate_stored
 from models.drivetrain.gp.settings import GPSettings
-from models.drivetrain.gp.signals import initial_velocity, lowpass, split_index
+from models.drivetrain.gp.signals import (
+    initial_velocity,
+    initial_velocity_weights,
+    lowpass,
+    split_index,
+)
 from models.drivetrain.kit import assemble
 from models.drivetrain.product import DriveModel
 from models.drivetrain.simulate import CompiledSimulator, get_simulator
 from models.drivetrain.submodels import parse_structure
 
+#: relative step of the friction gain's central difference (:func:`gain_column`): the
+#: simulation is smooth in the gain, so the truncation error is ``O(step^2)``, the rounding
+#: ``eps / step``, both below 1e-7 of the column
+GAIN_STEP = 1e-4
+#: an estimated friction gain's box for its identifiability flag: a decade either side (an
+#: interval wider than that does not say which gain)
+GAIN_BOX = 10.0
 #: starts of a named structure's identification (the search's own ``n_starts`` if larger)
 FIT_STARTS = 8
 #: a named structure's fit continues in the backlash smoothing and from one inertia fewer
@@ -156,13 +168,16 @@ def structure_evidence(
     structure: Sequence[str], parameters: dict[str, float], data: RecordingArrays,
     settings: GPSettings, rivals: Sequence[tuple[Evaluation, str]] = (), *,
     level: float = 0.95, confidence: float = 0.99, max_lag: int = 25, alpha: float = 0.01,
-    n_sub: int | None = None,
+    n_sub: int | None = None, gain_estimated: bool = False,
 ) -> Evidence:  # fmt: skip
     """The evidence for ``structure`` at ``parameters`` on ``data`` (module docstring): the
     covariance from the identification part, the residual tests and the rival table on the
     held-out tail when the settings hold one out (else the whole record). ``n_sub``: the
     substeps the parameters were fitted with (None: the step-size rule's at ``parameters``);
-    each rival simulates with its own fit's."""
+    each rival simulates with its own fit's. ``gain_estimated``: the friction gain
+    ``settings.f_tanh`` was chosen from these data too (a profiled fit): it is one more
+    parameter of the covariance (:func:`gain_column`), listed as ``f_tanh``, so every
+    interval carries its uncertainty (a structure without smoothed friction has none)."""
     kinds = parse_structure(list(structure))
     names = tuple(k.value for k in kinds)
     n_fit = split_index(data.n, settings.test_fraction)
@@ -179,10 +194,17 @@ def structure_evidence(
         notes.append("intervals from the velocity error only (the fit also matched position)")
     e = y_sim - data.y
     specs = sim.model.specs
+    labels, boxes = [s.name for s in specs], [(s.lower, s.upper) for s in specs]
+    start = start_noise(sim, p, data, settings, n_fit)
+    if gain_estimated and SMOOTHED & set(names):
+        g = settings.f_tanh
+        column = gain_column(names, data, settings, parameters, sim.n_sub)
+        jac, p = np.column_stack([jac, np.nan_to_num(column)]), np.append(p, g)
+        labels, boxes = [*labels, "f_tanh"], [*boxes, (g / GAIN_BOX, g * GAIN_BOX)]
     intervals, sigma, cond = parameter_uncertainty(
-        jac[:n_fit], e[:n_fit], p, [s.name for s in specs], [(s.lower, s.upper) for s in specs],
+        jac[:n_fit], e[:n_fit], p, labels, boxes,
         prefilter=lowpass(settings.identification.prefilter_hz, data.dt), level=level,
-        notes=notes,
+        notes=notes, start=start,
     )  # fmt: skip
     part = slice(n_fit, None) if n_fit < data.n else slice(0, None)
     part_name = "held-out tail" if n_fit < data.n else "whole record"
@@ -215,6 +237,44 @@ def structure_evidence(
                     table, tuple(notes))  # fmt: skip
 
 
+def gain_column(
+    structure: Sequence[str], data: RecordingArrays, settings: GPSettings,
+    parameters: dict[str, float], n_sub: int, step: float = GAIN_STEP,
+) -> np.ndarray:  # fmt: skip
+    """``dy_sim / df_tanh`` at ``parameters``: central differences over the friction gain (a
+    model constant of the compiled simulator) with relative ``step``, at the fit's ``n_sub``
+    substeps, interpreted (two simulations; no native build per gain)."""
+    g, y0 = settings.f_tanh, start_velocity(data, settings)
+    ident = replace(settings.identification, jit=False)
+    out = []
+    for factor in (1.0 + step, 1.0 - step):
+        at = replace(settings, f_tanh=g * factor, identification=ident)
+        sim = _simulator(structure, data, at, parameters, n_sub)
+        out.append(sim.simulate(sim.model.values(parameters), data.u, y0))
+    return (out[0] - out[1]) / (2.0 * g * step)
+
+
+def start_noise(
+    sim: CompiledSimulator, p: np.ndarray, data: RecordingArrays, settings: GPSettings,
+    n_fit: int,
+) -> tuple[np.ndarray, np.ndarray] | None:  # fmt: skip
+    """``(j0, c)`` for ``evidence.parameter_uncertainty(start=...)`` (``sim`` at ``p``, the
+    structure's simulator and parameters) when the simulation starts
+    from a velocity estimated from the velocity samples themselves (no position in the fit):
+    ``j0`` the output's sensitivity to it over the first ``n_fit`` samples (central
+    differences), ``c`` the estimate's weights. None when it comes from the position (an
+    encoder's position is nearly exact) or the record is too short for the quadratic."""
+    if settings.identification.position_weight > 0 and data.q is not None:
+        return None
+    c = initial_velocity_weights(data.n)
+    if c.size < 5 or n_fit < c.size:
+        return None
+    y0 = start_velocity(data, settings)
+    h = 1e-6 * max(float(np.max(np.abs(data.y))), 1e-12)
+    j0 = (sim.simulate(p, data.u, y0 + h) - sim.simulate(p, data.u, y0 - h)) / (2.0 * h)
+    return np.nan_to_num(j0[:n_fit]), c
+
+
 def effective_samples(n: int, residuals: ResidualAnalysis) -> float:
     """``N (1 - r1) / (1 + r1)`` (AR(1) residuals, ``r1`` their lag-1 autocorrelation clipped
     to [0, 0.999]) when the autocorrelation test fails, else ``N``: an error correlated over
@@ -236,6 +296,8 @@ def widened(intervals: Sequence[ParameterInterval], factor: float) -> list[Param
         if p.identifiable and hi - lo > p.box[1] - p.box[0]:
             note = "not identifiable: its interval is wider than its box"
         out.append(replace(p, stderr=se, lower=lo, upper=hi, note=note,
+                           joint_lower=p.value - (p.value - p.joint_lower) * factor,
+                           joint_upper=p.value + (p.joint_upper - p.value) * factor,
                            identifiable=not note.startswith("not identifiable")))  # fmt: skip
     return out
 
@@ -306,8 +368,9 @@ class StructureFit:
             rivals = identify_rivals(specs, data, self.settings, self.seed, self.map_batches,
                                      stored=stored)  # fmt: skip
             n_eval += len(rivals)
-        self.evidence_ = structure_evidence(best.structure, best.parameters, data,
-                                            self.settings, rivals, n_sub=best.n_sub)  # fmt: skip
+        self.evidence_ = structure_evidence(
+            best.structure, best.parameters, data, self.settings, rivals, n_sub=best.n_sub,
+            gain_estimated=self.gain_profile_ is not None)  # fmt: skip
         self._finish(best, data, n_eval)
         return self
 

@@ -116,6 +116,15 @@ class DriveResult:
                 markdown_table(["output", "RMSE", "fit %", "R^2", "max abs error"], rows)]  # fmt: skip
 
 
+def joint_text(p: dict[str, Any]) -> str:
+    """A parameter's simultaneous interval as ``lower .. upper`` ("-" when unbounded or from
+    a result that predates it)."""
+    lo, hi = p.get("joint_lower"), p.get("joint_upper")
+    if not (isinstance(lo, float) and isinstance(hi, float)):
+        return "-"
+    return f"{lo:.4g} .. {hi:.4g}"
+
+
 def evidence_lines(evidence: dict[str, Any] | None) -> list[str]:
     """The evidence of a drive result as Markdown: intervals, residual tests, rival table."""
     if not evidence:
@@ -123,14 +132,14 @@ def evidence_lines(evidence: dict[str, Any] | None) -> list[str]:
     level = f"{100 * evidence['level']:g} %"
     params = [[name, p["value"], p["stderr"] if p["stderr"] is not None else math.inf,
                p["lower"] if p["lower"] is not None else math.nan,
-               p["upper"] if p["upper"] is not None else math.nan, p["note"] or "-"]
-              for name, p in evidence["parameters"].items()]  # fmt: skip
+               p["upper"] if p["upper"] is not None else math.nan, joint_text(p),
+               p["note"] or "-"] for name, p in evidence["parameters"].items()]  # fmt: skip
     res = evidence["residuals"]
     verdict = ("exact fit (not tested)" if res["passed"] is None
                else "pass" if res["passed"] else "FAIL")  # fmt: skip
     lines = ["", "## Evidence", "",
              markdown_table(["parameter", "value", "std. error", f"{level} lower",
-                             f"{level} upper", "note"], params), "",
+                             f"{level} upper", f"simultaneous {level}", "note"], params), "",
              f"Residual tests ({cell(100 * res['confidence'])} %, N = {res['n']}): {verdict}; "
              f"autocorrelation {'pass' if res['autocorrelation']['passed'] else 'FAIL'}, "
              f"cross-correlation with the input "

@@ -39,10 +39,26 @@ def initial_velocity(y: np.ndarray, q: np.ndarray | None = None, dt: float = 1.0
     if q is not None and q.size >= POSITION_SAMPLES:
         steps = np.arange(POSITION_SAMPLES, dtype=float)
         return float(np.polynomial.polynomial.polyfit(steps, q[:POSITION_SAMPLES], 3)[1] / dt)
-    k = int(min(max(5, y.size // 50), 200, y.size))
+    k = _head(y.size)
     if k < 5:
         return float(y[0])
     return float(np.polynomial.polynomial.polyfit(np.arange(k, dtype=float), y[:k], 2)[0])
+
+
+def _head(n: int) -> int:
+    """Samples of the velocity's quadratic in :func:`initial_velocity`: 2 % of ``n``, 5..200."""
+    return int(min(max(5, n // 50), 200, n))
+
+
+def initial_velocity_weights(n: int) -> np.ndarray:
+    """``c`` with ``initial_velocity(y) = c @ y[:c.size]`` for a velocity record of ``n``
+    samples (without the position): the estimate is linear in the samples, so its noise is
+    ``c @ noise`` (``models.drivetrain.evidence`` carries it into the intervals)."""
+    k = _head(n)
+    if k < 5:
+        return np.ones(1)
+    vander = np.vander(np.arange(k, dtype=float), 3, increasing=True)
+    return np.linalg.pinv(vander)[0]
 
 
 def integral(a: np.ndarray, dt: float) -> np.ndarray:

@@ -148,3 +148,14 @@ def test_the_interval_check_names_the_parameter_that_missed() -> None:
     assert off["param_errors"]["J1"] == pytest.approx(0.3)
     assert "J1" in off["outside"] and off["parameters"]["J1"] == pytest.approx(1.3 * m.params["J1"])
     assert off["true_parameters"] == exact["true_parameters"] == pytest.approx(m.params)
+    # the simultaneous intervals are wider: what lies inside a marginal one lies inside them
+    assert exact["outside_joint"] == [] and set(off["outside_joint"]) <= set(off["outside"])
+    # with the gain estimated (the fit's at the machine's, said to be 1.1x it): f_tanh is
+    # one more parameter, named with its truth and error, and the others' intervals widen
+    est = interval_check(m.structure, m.params, m.params, rec, gp, gain=1.1 * m.f_tanh)
+    assert est["param_errors"]["f_tanh"] == pytest.approx(0.1 / 1.1, abs=1e-3)
+    assert est["true_parameters"]["f_tanh"] == pytest.approx(1.1 * m.f_tanh)
+    lo, hi = est["intervals"]["f_tanh"]
+    assert lo < m.f_tanh < hi
+    width = {k: hi - lo for k, (lo, hi) in exact["intervals"].items()}
+    assert est["intervals"]["M_S"][1] - est["intervals"]["M_S"][0] > width["M_S"]

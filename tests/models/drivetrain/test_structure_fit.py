@@ -4,6 +4,8 @@ test rates by simulation, the rival table choosing the truth of nested structure
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -76,6 +78,42 @@ def test_the_rival_table_prefers_the_true_structure_of_a_nested_pair(seed: int) 
     simple = StructureFit("1,5,6").fit(_noisy("1,6", seed, truth))
     assert simple.evidence_.rivals is not None
     assert simple.evidence_.rivals.preferred == (1, 6)
+
+
+def test_an_estimated_friction_gain_is_one_more_parameter_of_the_intervals() -> None:
+    # at gain 0.5 s/rad the Coulomb friction is nearly linear below 4 rad/s and trades with
+    # the viscous term and the gain itself: with the gain estimated, M_C's and f_v's
+    # intervals widen and the gain gets its own; a structure without smoothed friction has
+    # no gain to estimate and the same evidence either way
+    settings = replace(fit_settings(GPSettings(), n_starts=1), f_tanh=0.5)
+    data = as_arrays(reference_recording("1,5,6", overrides=TRUTH, noise=0.01 * RANGE,
+                                         seed=0, f_tanh=0.5))  # fmt: skip
+    ev = identify(IndividualSpec(("one_mass", "coulomb", "viscous"), tuple(sorted(TRUTH.items()))),
+                  data, settings)  # fmt: skip
+    plain = structure_evidence(ev.structure, ev.parameters, data, settings)
+    joint = structure_evidence(ev.structure, ev.parameters, data, settings, gain_estimated=True)
+    assert [p.name for p in joint.parameters] == [p.name for p in plain.parameters] + ["f_tanh"]
+    gain = joint.parameters[-1]
+    assert gain.value == 0.5 and gain.identifiable and gain.lower < 0.5 < gain.upper
+    assert gain.box == (0.05, 5.0)
+    se = {p.name: p.stderr for p in plain.parameters}
+    wider = {p.name: p.stderr / se[p.name] for p in joint.parameters[:-1]}
+    assert wider["M_C"] > 1.2 and wider["f_v"] > 1.2, wider
+    assert wider["J1"] == pytest.approx(1.0, abs=0.02)  # (the sandwich is not monotone)
+    # the gain's column against a coarser central difference (step 1e-3 against 1e-4: the
+    # O(step^2) truncation differs by 1e-6 of the column)
+    from models.drivetrain.structure_fit import gain_column
+
+    fine = gain_column(ev.structure, data, settings, ev.parameters, ev.n_sub)
+    coarse = gain_column(ev.structure, data, settings, ev.parameters, ev.n_sub, step=1e-3)
+    assert np.linalg.norm(fine - coarse) < 1e-5 * np.linalg.norm(fine)
+    linear = {"J1": 0.012, "f_v": 0.011}
+    ev16 = identify(IndividualSpec(("one_mass", "viscous"), tuple(sorted(linear.items()))),
+                    data, settings)  # fmt: skip
+    with_gain = structure_evidence(ev16.structure, ev16.parameters, data, settings,
+                                   gain_estimated=True)  # fmt: skip
+    assert with_gain.parameters == structure_evidence(
+        ev16.structure, ev16.parameters, data, settings).parameters  # fmt: skip
 
 
 def test_rivals_are_the_one_step_neighbours_with_a_switched_off_start() -> None:
