@@ -96,3 +96,23 @@ def coverage(rows: list[dict], level: float = 0.95) -> tuple[float, float, int]:
     inside = total - sum(len(r.get("outside") or []) for r in named)
     expected = sum(level ** len(r["param_errors"]) for r in named) / len(named)
     return inside / total, expected, total
+
+
+def interval_figures(bench, exact: list[dict]) -> None:
+    """The benchmark's interval figures over the exact answers' rows: every true value inside
+    its marginal 95 % interval (``covered``, the issue's reading), inside its simultaneous one
+    (``covered_joint``, rows since session 22), and the share of values inside
+    (``covered_params``, :func:`coverage`)."""
+    covered = sum(not r["outside"] for r in exact)
+    bench.add("covered", 100.0 * covered / max(len(exact), 1), "search, of the exact ones: "
+              "every true value inside its 95 % interval", unit="%", fmt=".0f",
+              target=(">=", 90.0))  # fmt: skip
+    joint = [r for r in exact if "outside_joint" in r]
+    bench.add("covered_joint", 100.0 * sum(not r["outside_joint"] for r in joint)
+              / max(len(joint), 1), f"search, of the exact ones ({len(joint)} with them): "
+              "every true value inside its simultaneous 95 % interval", unit="%", fmt=".0f",
+              target=(">=", 90.0))  # fmt: skip
+    share, expected, k = coverage(exact)
+    bench.add("covered_params", 100.0 * share, f"search, of the exact ones: true values inside "
+              f"their 95 % intervals ({k} parameters; all inside at independent 95 %: "
+              f"{100.0 * expected:.0f} %)", unit="%", fmt=".0f")  # fmt: skip

@@ -54,8 +54,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from benchmarks._drive_machines import add_noise, draw_machine, preset_settings, simulate_machine
 from benchmarks._recovery_checks import (
     box_misses,
-    coverage,
     interval_check,
+    interval_figures,
     rel_errors,
     truth_rss,
 )
@@ -208,7 +208,7 @@ def search_one(i: int, m, rec, args) -> dict:
     gp = replace(gp, f_tanh=s.settings.f_tanh)  # the answer's gain (chosen by the stage)
     row["evidence"] = (evidence_line(getattr(s, "selection_", None))  # the evidence's choice
                        + f"; prefilter {gp.identification.prefilter_hz:g} Hz")  # fmt: skip
-    row |= search_facts(s, m)
+    row |= search_facts(s, m) | {"n_sub": s.best_evaluation_.n_sub}
     if row["relation"] == "same":
         gain = m.f_tanh if s.friction_gain_.get("estimated") else None
         row |= interval_check(m.structure, m.params, s.best_parameters_, rec, gp,
@@ -251,23 +251,11 @@ def run_search(args, bench: Bench) -> None:
         n = args.machines
         exact = [r for r in rows if r["relation"] == "same"]
         within = sum(r["ident"] <= PARAM_TOL for r in exact)
-        covered = sum(not r["outside"] for r in exact)
         bench.add("exact", 100.0 * len(exact) / n, "search: exact structure found", unit="%",
                   fmt=".0f", target=(">=", 90.0))  # fmt: skip
         bench.add("params", 100.0 * within / n, "search: exact and every identifiable parameter "
                   "within 10 %", unit="%", fmt=".0f")  # fmt: skip
-        bench.add("covered", 100.0 * covered / max(len(exact), 1), "search, of the exact ones: "
-                  "every true value inside its 95 % interval", unit="%", fmt=".0f",
-                  target=(">=", 90.0))  # fmt: skip
-        joint = [r for r in exact if "outside_joint" in r]  # rows since session 22
-        bench.add("covered_joint", 100.0 * sum(not r["outside_joint"] for r in joint)
-                  / max(len(joint), 1), f"search, of the exact ones ({len(joint)} with them): "
-                  "every true value inside its simultaneous 95 % interval", unit="%", fmt=".0f",
-                  target=(">=", 90.0))  # fmt: skip
-        share, expected, k = coverage(exact)
-        bench.add("covered_params", 100.0 * share, f"search, of the exact ones: true values inside "
-                  f"their 95 % intervals ({k} parameters; all inside at independent 95 %: "
-                  f"{100.0 * expected:.0f} %)", unit="%", fmt=".0f")  # fmt: skip
+        interval_figures(bench, exact)
         bench.add("wall_s", float(np.median([r["wall_s"] for r in rows] or [np.nan])),
                   "search: wall per machine, median", unit="s", fmt=".0f")  # fmt: skip
 

@@ -118,6 +118,10 @@ def test_a_profiled_friction_gain_fits_at_least_as_well_and_is_recorded(
     client = Tracker(load_settings()).client
     gains = {g: float(client.get_run(r.run_id).data.params["gp.f_tanh"]) for g, r in runs.items()}
     assert gains["profile"] != gains["fixed"], gains
+    # the profiled gain is one more parameter of the evidence, with its own interval
+    gain = runs["profile"].evidence["parameters"]["f_tanh"]
+    assert gain["value"] == pytest.approx(gains["profile"]) and gain["stderr"] > 0
+    assert "f_tanh" not in runs["fixed"].evidence["parameters"]
     with pytest.raises(ValueError, match="friction gain 'profile' fits a named structure"):
         DriveSearch(friction_gain="profile")  # the simulated reference: no final stage
     assert DriveSearch(data=str(recording), friction_gain="profile").fit_gain() == "profile"

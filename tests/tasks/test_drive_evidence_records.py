@@ -11,7 +11,7 @@ import pytest
 from models.drivetrain import reference_recording
 from models.drivetrain.structure_fit import StructureFit
 from tasks.drive.records import DriveRecorder
-from tasks.drive.result import DriveResult
+from tasks.drive.result import DriveResult, joint_text
 from tracking.memory import InMemoryTracker
 
 
@@ -59,3 +59,12 @@ def test_the_result_shows_the_evidence(fitted: dict[str, Any]) -> None:
     assert "Residual tests (99 %" in text and "FAIL" in text and "preferred {1,5,6}" in text
     stderr = out["evidence"]["parameters"]["J1"]["stderr"]
     assert math.isfinite(stderr) and f"{stderr:.4g}" in text
+    # the simultaneous interval next to the marginal one, and a result from before it ("-")
+    j1 = out["evidence"]["parameters"]["J1"]
+    assert (
+        "simultaneous 95 %" in text
+        and f"{j1['joint_lower']:.4g} .. {j1['joint_upper']:.4g}" in text
+    )
+    assert j1["joint_lower"] < j1["lower"] < j1["upper"] < j1["joint_upper"]
+    old = {k: v for k, v in j1.items() if not k.startswith("joint")}
+    assert joint_text(old) == "-" and joint_text(j1 | {"joint_upper": None}) == "-"

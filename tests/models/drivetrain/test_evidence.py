@@ -257,7 +257,7 @@ def test_a_richer_rival_needs_the_f_test_even_where_bic_prefers_it() -> None:
 def test_filter_adjoint_is_the_transpose_of_the_padded_filter(monkeypatch) -> None:
     # oracle: <F a, b> = <a, F^T b> for the search's prefilter (whose padding makes it far
     # from symmetric at the ends), on a record longer than the full probe (windowed edges)
-    from models.drivetrain import evidence
+    from models.drivetrain import intervals as evidence
 
     rng = np.random.default_rng(5)
     filt = lowpass(25.0, 1e-3)

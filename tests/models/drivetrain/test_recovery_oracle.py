@@ -11,6 +11,8 @@ change of several %) fails it."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -159,3 +161,33 @@ def test_the_interval_check_names_the_parameter_that_missed() -> None:
     assert lo < m.f_tanh < hi
     width = {k: hi - lo for k, (lo, hi) in exact["intervals"].items()}
     assert est["intervals"]["M_S"][1] - est["intervals"]["M_S"][0] > width["M_S"]
+
+
+def test_the_recheck_recomputes_a_rows_interval_figures(tmp_path) -> None:
+    """``drive_recovery_recheck.py``: the exact rows of a rows file (a line cut short and a
+    missed machine skipped, a machine's last row kept) get today's interval figures; at the
+    true values with the gain estimated nothing lies outside, the gain among the parameters."""
+    from benchmarks import drive_recovery_recheck as recheck
+
+    rng = np.random.default_rng(0)
+    m = draw_machine(rng, 0)
+    key = {"seed": 0, "noise_percent": 0.5, "boxes": "wide", "search_gain": "auto",
+           "continuation": "on", "prefilter": "default", "population": 10, "generations": 10}  # fmt: skip
+    row = {"machine": 0, "kind": m.kind, "relation": "same", "parameters": m.params,
+           "gain": {"f_tanh": m.f_tanh, "estimated": True}, "outside": ["J1"], "key": key}  # fmt: skip
+    path = tmp_path / "rows.jsonl"
+    lines = [
+        json.dumps(row | {"outside": ["old"]}),
+        json.dumps(row),
+        json.dumps(row | {"machine": 1, "relation": "simpler"}),
+        json.dumps(row)[:50],
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    rows = recheck.exact_rows(str(path))
+    assert len(rows) == 1 and rows[0]["outside"] == ["J1"]
+    checked = recheck.recheck(rows[0])
+    assert checked["outside"] == [] and checked["outside_joint"] == []
+    assert set(checked["param_errors"]) == set(m.params) | {"f_tanh"}
+    assert recheck.main(["--rows", str(path), "--json", str(tmp_path / "b.json")]) == 0
+    figures = {f["key"]: f for f in json.loads((tmp_path / "b.json").read_text())["rows"]}
+    assert figures["covered_joint"]["values"] == [100.0]
