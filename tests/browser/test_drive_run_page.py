@@ -3,7 +3,8 @@ last generation, moves to the true structure (seed 0, population 2, one generati
 in tests/tasks/test_drive_records.py) is recorded on a real MLflow server and opened in
 Chromium from a fresh profile. Its name says the answer's fitness, its metrics page shows
 best_fitness and best_rss at the answer, its description the final stage's choice by the
-evidence (crafted markup shown as text), its convergence figure is among the artifacts.
+evidence (crafted markup shown as text) and the evidence's marginal and simultaneous
+intervals, its convergence figure is among the artifacts.
 Screenshots in `build/browser-shots/drive-*.png`."""
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ def test_the_drive_run_page_ends_at_the_answer(tmp_path: Path, monkeypatch) -> N
     from models.drivetrain.excitation import reference_recording
     from models.drivetrain.gp.search import StructureSearch
     from models.drivetrain.gp.settings import IdentificationSettings
+    from models.drivetrain.search_evidence import search_evidence
     from runtime.settings import load_settings
     from tasks.drive.records import DriveRecorder
     from tasks.drive.result import DriveResult
@@ -53,8 +55,8 @@ def test_the_drive_run_page_ends_at_the_answer(tmp_path: Path, monkeypatch) -> N
                              fitness=search.best_fitness_, generations=1, run_id=run_id,
                              data_hash="0" * 64, source="reference:test", resumed_from=0,
                              preset="reference", tracking=uri,
-                             experiment_id=recorder.experiment_id(),
-                             selection=MOVED)  # fmt: skip
+                             experiment_id=recorder.experiment_id(), selection=MOVED,
+                             evidence=search_evidence(search, recording, rivals=False).to_dict())  # fmt: skip
         recorder.outcome(recorder.run, result.headline(), result.markdown())  # as finish() does
         history = recorder.tracker.client.get_metric_history(run_id, "best_fitness")
         assert [m.step for m in history] == [0, 1, 2]
@@ -82,6 +84,11 @@ def test_the_drive_run_page_ends_at_the_answer(tmp_path: Path, monkeypatch) -> N
         assert "F-test p 0.00012 < 0.005 (0.01 over 2 richer structures)" in body
         assert "{2,5} -> {2,5,<u>injected</u>}" in body  # no backslash shown (it was, escaped
         assert page.locator("u", has_text="injected").count() == 0  # by backslashes), no markup
+        # the evidence's intervals: each parameter's simultaneous interval beside its marginal
+        # one (docs/methods.md §2.9), as the result holds it
+        assert "simultaneous 95 %" in body
+        for name, p in result.evidence["parameters"].items():
+            assert f"{p['joint_lower']:.4g} .. {p['joint_upper']:.4g}" in body, name
         page.get_by_role("tab", name="Artifacts").click()
         page.get_by_text("convergence.csv").first.wait_for()
         shot(page, "drive-2-artifacts")
