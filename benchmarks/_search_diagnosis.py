@@ -52,15 +52,23 @@ def truth_in_search(search: Any, truth: Iterable[str]) -> Evaluation | None:
 def search_facts(search: Any, machine: Any) -> dict:
     """A row's ``truth_in_search`` (the search's fit of the machine's structure: fitness, RSS,
     refined, parameters; None if never tried), ``selection`` (the evidence's count, ``m``,
-    level) and ``dynamics`` (``_drive_machines.dynamics``: modes, lag corner, dead time)."""
+    level, its moves and the richer candidates' short fits, ``screened``), ``final`` (the final
+    stage's fits: round, structure, RSS, parameters, wall, gain estimated; the data a rule that
+    skips hopeless refits would be tuned on) and ``dynamics`` (``_drive_machines.dynamics``:
+    modes, lag corner, dead time)."""
     from benchmarks._drive_machines import dynamics
 
     t = truth_in_search(search, machine.structure)
     sel = getattr(search, "selection_", None) or {}
+    final = getattr(search, "final_", None)
+    stage = ([] if final is None or not len(final) else  # the final stage's fits, compact
+             final[["round", "names", "rss", "n_params", "wall_s", "gain_estimated"]]
+             .to_dict("records"))  # fmt: skip
     return {"truth_in_search": t and {"fitness": t.fitness, "rss": t.rss, "refined": t.refined,
                                       "n_params": t.n_params},
-            "selection": {k: v for k, v in sel.items() if k in ("n_eff", "m", "alpha")},
-            "dynamics": dynamics(machine)}  # fmt: skip
+            "selection": {k: v for k, v in sel.items()
+                          if k in ("n_eff", "m", "alpha", "moves", "screened")},
+            "final": stage, "dynamics": dynamics(machine)}  # fmt: skip
 
 
 def dynamics_line(d: dict | None) -> str:

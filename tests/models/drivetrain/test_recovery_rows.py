@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from benchmarks import drive_recovery
@@ -112,3 +113,30 @@ def test_coverage_counts_parameters_and_the_all_inside_rate_marginal_intervals_g
     assert expected == pytest.approx((0.95**11 + 0.95**2) / 2)
     assert 0.56 < 0.95**11 < 0.57  # the docstring's figure
     assert all(v != v for v in coverage(rows[2:])[:2]) and coverage([])[2] == 0
+
+
+def test_a_search_row_keeps_the_final_stages_fits_and_short_fits():
+    """``search_facts``: the evidence's moves and short fits (``screened``) and the final
+    stage's fits, compact, so a rule skipping hopeless refits can be tuned on the rows."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from benchmarks._drive_machines import draw_machine
+    from benchmarks._search_diagnosis import search_facts
+
+    m = draw_machine(np.random.default_rng(0), 0)
+    screened = [{"call": 1, "names": "one_mass,gravity", "rss": 0.5, "n_params": 2}]
+    final = pd.DataFrame([{"round": 1, "codes": "1,8", "names": "one_mass,gravity", "fitness": 2.0,
+                           "rss": 0.4, "n_params": 2, "n_sub": 1, "wall_s": 3.0, "chosen": True,
+                           "f_tanh": 10.0, "gain_estimated": False}])  # fmt: skip
+    search = SimpleNamespace(_cache={}, final_=final, selection_={
+        "n_eff": 149.9, "m": 3, "alpha": 0.01, "moves": [], "screened": screened, "other": 1})  # fmt: skip
+    row = search_facts(search, m)
+    assert row["selection"] == {"n_eff": 149.9, "m": 3, "alpha": 0.01, "moves": [],
+                                "screened": screened}  # fmt: skip
+    assert row["final"] == [{"round": 1, "names": "one_mass,gravity", "rss": 0.4, "n_params": 2,
+                             "wall_s": 3.0, "gain_estimated": False}]  # fmt: skip
+    back = json.loads(json.dumps(row, default=str))["final"][0]
+    assert back["rss"] == 0.4 and back["gain_estimated"] is False  # (native types, not "False")
+    assert search_facts(SimpleNamespace(_cache={}), m)["final"] == []
