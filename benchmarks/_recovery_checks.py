@@ -6,7 +6,6 @@ from __future__ import annotations
 import math
 import time
 
-from models.drivetrain.friction_gain import SMOOTHED
 from models.drivetrain.gp.objective import Objective
 from models.drivetrain.gp.recording import as_arrays
 from models.drivetrain.gp.signals import split_index
@@ -35,17 +34,18 @@ def interval_check(
     """``ident``: the largest relative error over the parameters the evidence calls
     identifiable (0 when none), ``outside``: true values outside their 95 % interval
     (``n_sub``: the fit's substeps), ``outside_joint`` those outside their simultaneous
-    interval (``evidence.ParameterInterval.joint_lower``); ``param_errors``: each one's relative error, ``parameters``
-    and ``true_parameters`` the values, ``intervals`` the 95 % intervals (None: unbounded; the
-    rows say which parameter missed, by how much). ``gain``: the machine's friction gain, when
-    the fit estimated its own (``gp.f_tanh``): then ``f_tanh`` is one more parameter, in the
-    covariance as in these figures (``structure_evidence(gain_estimated=True)``)."""
-    estimated = gain is not None and bool(SMOOTHED & set(structure))
+    interval (``evidence.ParameterInterval.joint_lower``); ``param_errors``: each one's
+    relative error, ``parameters`` the model's values (a row's ``parameters`` can be checked
+    again), ``true_parameters`` the truth, ``intervals`` the 95 % intervals (None: unbounded;
+    the rows say which parameter missed, by how much). ``gain``: the machine's friction gain,
+    when the fit estimated its own (``gp.f_tanh``): then ``f_tanh`` is one more parameter of a
+    structure with smoothed friction, in the covariance as in these figures
+    (``structure_evidence(gain_estimated=True)``)."""
     ev = structure_evidence(structure, found, as_arrays(rec), gp, n_sub=n_sub,
-                            gain_estimated=estimated)  # fmt: skip
-    if estimated:
-        truth, found = truth | {"f_tanh": gain}, found | {"f_tanh": gp.f_tanh}
-    errs = rel_errors(truth, found)
+                            gain_estimated=gain is not None)  # fmt: skip
+    values = {p.name: p.value for p in ev.parameters}  # with the gain when it is estimated
+    truth = truth | ({"f_tanh": gain} if "f_tanh" in values and gain is not None else {})
+    errs = rel_errors(truth, values)
     ident = [errs[p.name] for p in ev.parameters if p.identifiable and p.name in errs]
     outside = [p.name for p in ev.parameters
                if p.name in truth and not p.lower <= truth[p.name] <= p.upper]  # fmt: skip
@@ -54,7 +54,7 @@ def interval_check(
     return {"ident": max(ident, default=0.0), "outside": outside, "outside_joint": joint,
             "unident": [p.name for p in ev.parameters if not p.identifiable],
             "param_errors": {k: float(f"{v:.3g}") for k, v in errs.items()},
-            "parameters": {k: float(v) for k, v in found.items()},
+            "parameters": {k: float(v) for k, v in found.items()},  # the model's (no gain)
             "true_parameters": {k: float(v) for k, v in truth.items()},
             "intervals": {p.name: [_finite(p.lower), _finite(p.upper)] for p in ev.parameters}}  # fmt: skip
 

@@ -134,6 +134,32 @@ def test_a_start_estimated_from_the_same_noise_is_in_the_covariance(filtered: bo
     assert np.mean(plain, axis=0)[1] < 0.8 * sd[1]
 
 
+@pytest.mark.parametrize("filtered", [False, True])
+def test_the_start_term_is_the_exact_covariance_of_a_linear_estimator(filtered: bool) -> None:
+    # oracle: b_hat - b = M noise with M = (FX)^+ F (I - j0 c^T) exactly for a linear model,
+    # so with s^2 set to sigma^2 the standard errors are sqrt(diag(sigma^2 M M^T)); regressors
+    # non-zero at the record's start (where c acts), parameters of unequal scale
+    rng = np.random.default_rng(9)
+    n, dt, k, sigma = 300, 1e-3, 12, 0.3
+    t = np.arange(n) * dt
+    x = np.column_stack([1.0 + np.sin(2 * np.pi * 6 * t), 50.0 * np.exp(-t / 0.03)])
+    j0 = np.exp(-t / 0.02) + 0.1 * rng.normal(size=n)
+    c = np.zeros(n)
+    c[:k] = np.linalg.pinv(np.vander(np.arange(k, dtype=float), 3, increasing=True))[0]
+    prefilter = lowpass(25.0, dt) if filtered else None
+    f = prefilter(np.eye(n)) if prefilter else np.eye(n)
+    m = np.linalg.pinv(f @ x) @ f @ (np.eye(n) - np.outer(j0, c))
+    expected = np.sqrt(np.diag(sigma**2 * m @ m.T))
+    e = np.full(n, sigma * np.sqrt((n - 2) / n))  # s^2 = sigma^2 exactly
+    out, _, _ = parameter_uncertainty(x, e, np.array([2.0, -0.004]), ["p", "q"],
+                                      [(-10, 10)] * 2, prefilter=prefilter,
+                                      start=(j0, c[:k]))  # fmt: skip
+    assert [p.stderr for p in out] == pytest.approx(expected, rel=1e-8)
+    t_joint = stats.t.ppf(1 - 0.025 / 2, n - 2)  # Bonferroni over the 2 parameters
+    assert [(p.joint_upper - p.value) / p.stderr for p in out] == pytest.approx([t_joint] * 2)
+    assert [(p.value - p.joint_lower) / p.stderr for p in out] == pytest.approx([t_joint] * 2)
+
+
 def test_rank_deficient_and_box_wide_parameters_are_flagged() -> None:
     rng = np.random.default_rng(3)
     n = 100

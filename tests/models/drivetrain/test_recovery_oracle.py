@@ -188,6 +188,7 @@ def test_the_recheck_recomputes_a_rows_interval_figures(tmp_path) -> None:
     checked = recheck.recheck(rows[0])
     assert checked["outside"] == [] and checked["outside_joint"] == []
     assert set(checked["param_errors"]) == set(m.params) | {"f_tanh"}
+    assert recheck.recheck(checked) == checked  # a row the benchmark wrote checks again
     assert recheck.main(["--rows", str(path), "--json", str(tmp_path / "b.json")]) == 0
     figures = {f["key"]: f for f in json.loads((tmp_path / "b.json").read_text())["rows"]}
     assert figures["covered_joint"]["values"] == [100.0]

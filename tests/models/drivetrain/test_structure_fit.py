@@ -165,6 +165,36 @@ def test_with_the_gain_estimated_the_standard_errors_match_the_spread_by_simulat
     assert without["M_C"] < 0.75 and without["f_v"] < 0.75, without
 
 
+def test_the_start_velocitys_weights_and_sensitivity() -> None:
+    # the start velocity is linear in the samples: c @ y[:k] is initial_velocity(y); for a
+    # linear one-mass with viscous friction the output's sensitivity to it is exactly
+    # exp(-f_v t / J1) (RK4's error is far below the tolerance); from the position (an
+    # encoder's, nearly exact) or on a record too short for the quadratic there is no term
+    from models.drivetrain.fit_evidence import simulator, start_noise
+    from models.drivetrain.gp.signals import initial_velocity, initial_velocity_weights
+
+    rng = np.random.default_rng(2)
+    for n in (5, 40, 700, 20_000):
+        y = rng.normal(size=n)
+        c = initial_velocity_weights(n)
+        assert c @ y[: c.size] == pytest.approx(initial_velocity(y), abs=1e-12)
+    truth = {"J1": 0.012, "f_v": 0.011}
+    data = as_arrays(_noisy("1,6", 0, truth))
+    settings = GPSettings()
+    sim = simulator(("one_mass", "viscous"), data, settings, truth)
+    term = start_noise(sim, sim.model.values(truth), data, settings, 1500)
+    assert term is not None
+    j0, c = term
+    assert j0.shape == (1500,) and c.size == 40
+    expected = np.exp(-truth["f_v"] / truth["J1"] * np.arange(1500) * data.dt)
+    assert np.max(np.abs(j0 - expected)) < 1e-6
+    with_q = replace(settings, identification=replace(settings.identification,
+                                                      position_weight=1.0))  # fmt: skip
+    assert data.q is not None and start_noise(sim, sim.model.values(truth), data, with_q,
+                                               1500) is None  # fmt: skip
+    assert start_noise(sim, sim.model.values(truth), data, settings, 10) is None
+
+
 def test_rivals_are_the_one_step_neighbours_with_a_switched_off_start() -> None:
     specs = rival_specs(("one_mass", "viscous"), {"J1": 0.012, "f_v": 0.011}, GPSettings())
     relations = {(sp.structure, rel) for sp, rel in specs}
