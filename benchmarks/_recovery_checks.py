@@ -44,7 +44,7 @@ def interval_check(
     ev = structure_evidence(structure, found, as_arrays(rec), gp, n_sub=n_sub,
                             gain_estimated=gain is not None)  # fmt: skip
     values = {p.name: p.value for p in ev.parameters}  # with the gain when it is estimated
-    truth = truth | ({"f_tanh": gain} if "f_tanh" in values and gain is not None else {})
+    truth = truth | ({"f_tanh": gain} if "f_tanh" in values else {})  # (only when given)
     errs = rel_errors(truth, values)
     ident = [errs[p.name] for p in ev.parameters if p.identifiable and p.name in errs]
     outside = [p.name for p in ev.parameters

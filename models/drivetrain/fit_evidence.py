@@ -31,6 +31,7 @@ from models.drivetrain.friction_gain import SMOOTHED
 from models.drivetrain.gp.evaluate import Evaluation, RecordingArrays
 from models.drivetrain.gp.settings import GPSettings
 from models.drivetrain.gp.signals import (
+    POSITION_SAMPLES,
     initial_velocity,
     initial_velocity_weights,
     lowpass,
@@ -65,6 +66,13 @@ def start_velocity(data: RecordingArrays, settings: GPSettings) -> float:
     residuals, Jacobian and RSS here are those of the fit): ``gp.signals.initial_velocity``."""
     q = data.q if settings.identification.position_weight > 0 else None
     return float(initial_velocity(data.y, q, data.dt))
+
+
+def starts_from_position(data: RecordingArrays, settings: GPSettings) -> bool:
+    """Whether :func:`start_velocity` comes from the position (``initial_velocity``'s cubic:
+    a fit with the position and at least ``POSITION_SAMPLES`` of it), not the velocity."""
+    q = data.q if settings.identification.position_weight > 0 else None
+    return q is not None and q.size >= POSITION_SAMPLES
 
 
 def structure_evidence(
@@ -167,7 +175,7 @@ def start_noise(
     ``j0`` the output's sensitivity to it over the first ``n_fit`` samples (central
     differences), ``c`` the estimate's weights. None when it comes from the position (an
     encoder's position is nearly exact) or the record is too short for the quadratic."""
-    if settings.identification.position_weight > 0 and data.q is not None:
+    if starts_from_position(data, settings):
         return None
     c = initial_velocity_weights(data.n)
     if c.size < 5 or n_fit < c.size:

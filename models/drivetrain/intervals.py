@@ -3,9 +3,9 @@ simultaneous intervals, identifiability flags (pure statistics on arrays; part o
 ``models.drivetrain.evidence``, docs/methods.md §2.9).
 
 The linearised covariance of the output-error estimate from the exact Jacobian
-``J = dy_sim/dp`` at the estimate. Without a prefilter ``cov = s^2 (J^T J)^-1``; with the search's zero-phase prefilter ``F`` (the
-estimate minimises ``|F(y_sim - y)|^2``) the sandwich ``s^2 A^-1 B A^-1``, ``A = (FJ)^T FJ``,
-``B = (FJ)^T F F^T (FJ)`` (``F^T`` by :func:`filter_adjoint`: the padding at the record's
+``J = dy_sim/dp`` at the estimate. Without a prefilter ``cov = s^2 (J^T J)^-1``; with the
+search's zero-phase prefilter ``F`` (the estimate minimises ``|F(y_sim - y)|^2``) the sandwich
+``s^2 A^-1 B A^-1``, ``A = (FJ)^T FJ``, ``B = (FJ)^T F F^T (FJ)`` (``F^T`` by :func:`filter_adjoint`: the padding at the record's
 ends makes ``F`` far from symmetric there). ``s^2 = e^T e / (N - d)`` from the
 raw residual ``e = y_sim - y``. A start velocity estimated from the same noisy velocity
 samples (``start``) moves the fit with its own error: the covariance propagates it, the
@@ -92,7 +92,7 @@ def parameter_uncertainty(
     cond = float(sing[0] / sing[-1]) if sing[-1] > 0 else math.inf
     keep = sing > RANK_TOL * sing[0] if sing[0] > 0 else np.zeros(d, bool)
     inv_a = (vt[keep].T / sing[keep] ** 2) @ vt[keep]  # pseudo-inverse of A (scaled)
-    g = js  # dp = A^-1 g^T noise
+    g = js  # dp = A^-1 g^T noise; B = g^T g (A itself without a prefilter or a start term)
     if prefilter is not None:  # B = (FJ)^T F F^T (FJ) = |F^T (FJ)|^2
         g, exact = filter_adjoint(prefilter, jf)
         if not exact and notes is not None:
@@ -102,7 +102,8 @@ def parameter_uncertainty(
         j0, c = np.asarray(start[0], float), np.asarray(start[1], float)
         g = g.copy()
         g[: c.size] -= np.outer(c, j0[:n] @ g)
-    cov = s2 * inv_a @ (g.T @ g) @ inv_a if g is not js else s2 * inv_a
+    sandwich = prefilter is not None or start is not None
+    cov = s2 * inv_a @ (g.T @ g) @ inv_a if sandwich else s2 * inv_a
     stderr = np.sqrt(np.clip(np.diag(cov), 0.0, None)) * scale
     # a parameter with a component along a dropped (near-null) direction is not determined
     null = vt[~keep]
