@@ -163,7 +163,7 @@ def test_the_interval_check_names_the_parameter_that_missed() -> None:
     assert est["intervals"]["M_S"][1] - est["intervals"]["M_S"][0] > width["M_S"]
 
 
-def test_the_recheck_recomputes_a_rows_interval_figures(tmp_path) -> None:
+def test_the_recheck_recomputes_a_rows_interval_figures(tmp_path, capsys) -> None:
     """``drive_recovery_recheck.py``: the exact rows of a rows file (a line cut short and a
     missed machine skipped, a machine's last row kept) get today's interval figures; at the
     true values with the gain estimated nothing lies outside, the gain among the parameters."""
@@ -192,3 +192,6 @@ def test_the_recheck_recomputes_a_rows_interval_figures(tmp_path) -> None:
     assert recheck.main(["--rows", str(path), "--json", str(tmp_path / "b.json")]) == 0
     figures = {f["key"]: f for f in json.loads((tmp_path / "b.json").read_text())["rows"]}
     assert figures["covered_joint"]["values"] == [100.0]
+    with pytest.raises(SystemExit) as refused:  # a rows file that is not there: named, refused
+        recheck.main(["--rows", str(tmp_path / "gone.jsonl")])
+    assert refused.value.code == 2 and "gone.jsonl: no such file" in capsys.readouterr().err
