@@ -62,7 +62,8 @@ def search_facts(search: Any, machine: Any) -> dict:
     sel = getattr(search, "selection_", None) or {}
     final = getattr(search, "final_", None)
     stage = ([] if final is None or not len(final) else  # the final stage's fits, compact
-             final[["round", "names", "rss", "n_params", "wall_s", "gain_estimated"]]
+             final[["round", "names", "rss", "n_params", "wall_s", "gain_estimated",
+                    "chosen"]]
              .to_dict("records"))  # fmt: skip
     return {"truth_in_search": t and {"fitness": t.fitness, "rss": t.rss, "refined": t.refined,
                                       "n_params": t.n_params},

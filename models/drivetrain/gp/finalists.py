@@ -211,6 +211,8 @@ def richer_jobs(
     if screen is not None and len(starts) > n:
         fits = screened(answer, starts, settings, screen)
         fits.sort(key=by_p)
+        if isinstance(screen, Screens):
+            screen.note(answer, [(ev, by_p(ev)[0]) for ev in fits], n)
         starts = [_spec(ev.structure, ev.parameters, gain) for ev in fits]
     return [(key(sp.structure), sp) for sp in starts[:n]]
 
@@ -228,11 +230,23 @@ class Screens:
     """The ``screen`` of :func:`run` for a search: ``screens(gain)`` is a new dispatcher
     ``make(screen_settings(settings, gain))`` of the short fits (one per round that screens);
     ``n_identifications`` counts them all, ``rows()`` lists them (``selection_["screened"]``:
-    the structure, RSS and model parameter count of each short fit, in order)."""
+    the structure, RSS and model parameter count of each short fit, in order; with the
+    answer it was tested against, ``answer`` and ``answer_rss``, its ``p`` against it and
+    whether it was ``refit`` in full, where :func:`richer_jobs` noted them)."""
 
     def __init__(self, make: Callable[[GPSettings], Any], settings: GPSettings) -> None:
         self.make, self.settings = make, settings
         self.dispatchers: list[Any] = []
+        self.notes: dict[tuple[int, tuple[str, ...]], dict] = {}
+
+    def note(self, answer: Evaluation, ranked: list[tuple[Evaluation, float]], n: int) -> None:
+        """What the last call's short fits ``ranked`` (by p against ``answer``) decided: the
+        ``n`` first are refitted in full."""
+        call = len(self.dispatchers) - 1
+        for i, (ev, p) in enumerate(ranked):
+            self.notes[(call, ev.structure)] = {
+                "answer": ",".join(answer.structure), "answer_rss": float(answer.rss),
+                "p": float(p), "refit": i < n}  # fmt: skip
 
     def __call__(self, gain: float) -> Any:
         self.dispatchers.append(self.make(screen_settings(self.settings, gain)))
@@ -244,7 +258,7 @@ class Screens:
 
     def rows(self) -> list[dict]:
         return [{"call": i, "names": ",".join(ev.structure), "rss": float(ev.rss),
-                 "n_params": int(ev.n_params)}
+                 "n_params": int(ev.n_params)} | self.notes.get((i, ev.structure), {})
                 for i, d in enumerate(self.dispatchers) for ev in d.cache.values()]  # fmt: skip
 
 

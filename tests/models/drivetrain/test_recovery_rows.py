@@ -136,7 +136,7 @@ def test_a_search_row_keeps_the_final_stages_fits_and_short_fits():
     assert row["selection"] == {"n_eff": 149.9, "m": 3, "alpha": 0.01, "moves": [],
                                 "screened": screened}  # fmt: skip
     assert row["final"] == [{"round": 1, "names": "one_mass,gravity", "rss": 0.4, "n_params": 2,
-                             "wall_s": 3.0, "gain_estimated": False}]  # fmt: skip
+                             "wall_s": 3.0, "gain_estimated": False, "chosen": True}]  # fmt: skip
     back = json.loads(json.dumps(row, default=str))["final"][0]
     assert back["rss"] == 0.4 and back["gain_estimated"] is False  # (native types, not "False")
     assert search_facts(SimpleNamespace(_cache={}), m)["final"] == []

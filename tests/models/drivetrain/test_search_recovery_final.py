@@ -180,6 +180,13 @@ def test_the_richer_candidates_short_fits_are_counted_recorded_and_deterministic
     assert len(screened) > finalists.RICHER
     answer = tuple(search.best_structure_)
     assert all(operators.nests(tuple(r["names"].split(",")), answer) for r in screened)
+    # each short fit names the answer it was tested against, its p and whether it was refit:
+    # the RICHER lowest p of each call, and those are the final stage's fits
+    for call in {r["call"] for r in screened}:
+        mine = sorted((r for r in screened if r["call"] == call), key=lambda r: (r["p"], r["rss"], r["names"]))
+        assert all(0.0 <= r["p"] <= 1.0 and r["answer_rss"] > 0 for r in mine)
+        assert [r["refit"] for r in mine] == [i < finalists.RICHER for i in range(len(mine))]
+        assert {r["names"] for r in mine if r["refit"]} <= set(search.final_["names"])
     assert search.n_evaluations_ == plain.n_evaluations_ + len(search.final_) + len(screened)
     other = StructureSearch(final_top=2, final_alpha=0.01, map_batches=_map_reversed,
                             **kwargs).fit(rec)  # fmt: skip
