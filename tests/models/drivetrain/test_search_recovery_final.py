@@ -183,7 +183,9 @@ def test_the_richer_candidates_short_fits_are_counted_recorded_and_deterministic
     # each short fit names the answer it was tested against, its p and whether it was refit:
     # the RICHER lowest p of each call, and those are the final stage's fits
     for call in {r["call"] for r in screened}:
-        mine = sorted((r for r in screened if r["call"] == call), key=lambda r: (r["p"], r["rss"], r["names"]))
+        mine = sorted(
+            (r for r in screened if r["call"] == call), key=lambda r: (r["p"], r["rss"], r["names"])
+        )
         assert all(0.0 <= r["p"] <= 1.0 and r["answer_rss"] > 0 for r in mine)
         assert [r["refit"] for r in mine] == [i < finalists.RICHER for i in range(len(mine))]
         assert {r["names"] for r in mine if r["refit"]} <= set(search.final_["names"])
