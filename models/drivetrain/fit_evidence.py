@@ -148,6 +148,23 @@ def structure_evidence(
                     table, tuple(notes))  # fmt: skip
 
 
+def answer_residuals(
+    ev: Evaluation, data: RecordingArrays, settings: GPSettings
+) -> ResidualAnalysis:
+    """The residual tests :func:`structure_evidence` reports, of a search's fit ``ev`` at its
+    own friction gain: on the held-out tail where the settings hold one out, else the whole
+    record (``passed`` None for an exact fit)."""
+    from models.drivetrain.gp.final_gain import gain_of  # the gp package imports this module
+
+    at = replace(settings, f_tanh=gain_of(ev, settings.f_tanh))
+    sim = simulator(ev.structure, data, at, ev.parameters, ev.n_sub)
+    y = sim.simulate(sim.model.values(ev.parameters), data.u, start_velocity(data, at))
+    part = slice(split_index(data.n, at.test_fraction), None)
+    if part.start >= data.n:
+        part = slice(0, None)
+    return residual_analysis((y - data.y)[part], data.u[part], output=data.y[part])
+
+
 def gain_column(
     structure: Sequence[str], data: RecordingArrays, settings: GPSettings,
     parameters: dict[str, float], n_sub: int, step: float = GAIN_STEP,

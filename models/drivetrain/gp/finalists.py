@@ -81,6 +81,10 @@ KEY = "final|"  # the stage's cache keys: this prefix and the structure
 RICHER = 2
 #: richer candidates fitted briefly per round to choose those ``RICHER`` (``screened``)
 SCREENED = 12
+#: where the answer's residuals pass their tests (white, independent of the input), a
+#: screened candidate is refitted in full only where its short fit's p against the answer is
+#: at most this (:func:`run`, :func:`richer_jobs`)
+P_REFIT = 0.5
 
 
 def final_settings(settings: GPSettings) -> GPSettings:
@@ -179,6 +183,7 @@ def rows(evaluations: list[Evaluation], round_: int, f_tanh: float = 0.0) -> lis
 def richer_jobs(
     answer: Evaluation, evaluations: list[Evaluation], n_eff: float, done: set[tuple[str, ...]],
     settings: GPSettings, n: int = RICHER, screen: Callable[[float], Any] | None = None,
+    p_refit: float = 1.0,
 ) -> list[tuple[str, IndividualSpec]]:  # fmt: skip
     """The stage's jobs for the evidence's choice: ``n`` structures that contain ``answer``'s
     (``operators.nests``; refined or only screened, none in ``done``), each from ``answer``'s
@@ -210,10 +215,11 @@ def richer_jobs(
         starts.append(_spec(ev.structure, off, gain))
     if screen is not None and len(starts) > n:
         fits = screened(answer, starts, settings, screen)
-        fits.sort(key=by_p)
+        ranked = sorted(((ev, by_p(ev)) for ev in fits), key=lambda t: t[1])
+        refit = [ev for ev, (p, *_) in ranked[:n] if p <= p_refit]
         if isinstance(screen, Screens):
-            screen.note(answer, [(ev, by_p(ev)[0]) for ev in fits], n)
-        starts = [_spec(ev.structure, ev.parameters, gain) for ev in fits]
+            screen.note(answer, [(ev, key_[0]) for ev, key_ in ranked], refit, p_refit)
+        starts = [_spec(ev.structure, ev.parameters, gain) for ev in refit]
     return [(key(sp.structure), sp) for sp in starts[:n]]
 
 
@@ -239,14 +245,15 @@ class Screens:
         self.dispatchers: list[Any] = []
         self.notes: dict[tuple[int, tuple[str, ...]], dict] = {}
 
-    def note(self, answer: Evaluation, ranked: list[tuple[Evaluation, float]], n: int) -> None:
-        """What the last call's short fits ``ranked`` (by p against ``answer``) decided: the
-        ``n`` first are refitted in full."""
-        call = len(self.dispatchers) - 1
-        for i, (ev, p) in enumerate(ranked):
+    def note(self, answer: Evaluation, fits: list[tuple[Evaluation, float]],
+             refit: list[Evaluation], p_refit: float) -> None:  # fmt: skip
+        """What the last call's short ``fits`` (each with its p against ``answer``) decided:
+        those in ``refit`` are refitted in full, at most those at ``p_refit`` or below."""
+        call, again = len(self.dispatchers) - 1, {ev.structure for ev in refit}
+        for ev, p in fits:
             self.notes[(call, ev.structure)] = {
                 "answer": ",".join(answer.structure), "answer_rss": float(answer.rss),
-                "p": float(p), "refit": i < n}  # fmt: skip
+                "p": float(p), "refit": ev.structure in again, "p_refit": float(p_refit)}  # fmt: skip
 
     def __call__(self, gain: float) -> Any:
         self.dispatchers.append(self.make(screen_settings(self.settings, gain)))
@@ -292,6 +299,7 @@ def screened(
 def run(
     best: Evaluation, cache: dict[str, Evaluation], settings: GPSettings, dispatch: Any,
     n_eff: float = 0.0, screen: Callable[[float], Any] | None = None,
+    white: Callable[[Evaluation], bool] | None = None,
 ) -> tuple[Evaluation, pd.DataFrame, list[selection.Step]]:  # fmt: skip
     """The stage (module docstring) from the search's ``best`` and its structure ``cache``
     (a fitter fit of the stage replaces the search's there); ``dispatch``: a
@@ -309,8 +317,10 @@ def run(
         jobs = candidates(out, list(cache.values()), settings, done, top)
         if alpha > 0:
             queued = {k for k, _ in jobs}
+            p_refit = P_REFIT if screen is not None and white is not None and white(out) else 1.0
             jobs += [j for j in richer_jobs(out, list(cache.values()), n_eff, done, settings,
-                                             screen=screen) if j[0] not in queued]  # fmt: skip
+                                             screen=screen, p_refit=p_refit)
+                     if j[0] not in queued]  # fmt: skip
             jobs.sort(key=lambda j: j[1].structure)
         jobs = [j for j in jobs if can_win(j[1].structure, out, settings)]
         if not jobs:

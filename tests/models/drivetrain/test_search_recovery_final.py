@@ -181,14 +181,18 @@ def test_the_richer_candidates_short_fits_are_counted_recorded_and_deterministic
     answer = tuple(search.best_structure_)
     assert all(operators.nests(tuple(r["names"].split(",")), answer) for r in screened)
     # each short fit names the answer it was tested against, its p and whether it was refit:
-    # the RICHER lowest p of each call, and those are the final stage's fits
+    # of the RICHER lowest p of each call, those at p_refit or below (P_REFIT where the
+    # answer's residuals pass their tests, as this one's do: its truth, else 1), and those are
+    # the final stage's fits
     for call in {r["call"] for r in screened}:
-        mine = sorted(
-            (r for r in screened if r["call"] == call), key=lambda r: (r["p"], r["rss"], r["names"])
-        )
+        mine = sorted((r for r in screened if r["call"] == call),
+                      key=lambda r: (r["p"], r["rss"], r["names"]))  # fmt: skip
         assert all(0.0 <= r["p"] <= 1.0 and r["answer_rss"] > 0 for r in mine)
-        assert [r["refit"] for r in mine] == [i < finalists.RICHER for i in range(len(mine))]
+        assert [r["refit"] for r in mine] == [
+            i < finalists.RICHER and r["p"] <= r["p_refit"] for i, r in enumerate(mine)]  # fmt: skip
         assert {r["names"] for r in mine if r["refit"]} <= set(search.final_["names"])
+    assert {r["p_refit"] for r in screened} == {finalists.P_REFIT}
+    assert any(not r["refit"] and r["p"] > finalists.P_REFIT for r in screened)
     assert search.n_evaluations_ == plain.n_evaluations_ + len(search.final_) + len(screened)
     other = StructureSearch(final_top=2, final_alpha=0.01, map_batches=_map_reversed,
                             **kwargs).fit(rec)  # fmt: skip

@@ -138,6 +138,42 @@ def _stage(fits, search_fits, n_eff):
     return out, frame, steps, dispatch
 
 
+def test_a_refit_far_from_significance_is_skipped_only_when_the_answers_residuals_are_white():
+    # three richer candidates, so their short fits choose the refits; four masses' short fit
+    # gains nothing (p about 1: its switched-off spring cannot find the mode in 40 steps) and
+    # its full fit would be significant. Residuals that fail their tests say something is
+    # missing: every one of the RICHER is refitted and the stage moves to four masses. White
+    # residuals: it is skipped (p > P_REFIT), the answer stays
+    delay = [*TWO, "delay"]
+    search = [_ev(TWO, 0.110, 5), _ev(THREE, 0.2, 8), _ev(FOUR, 0.3, 11, refined=False),
+              _ev(delay, 0.12, 6)]  # fmt: skip
+    short = {ev.structure: ev for ev in (_ev(THREE, 0.100, 8), _ev(FOUR, 0.1095, 11),
+                                         _ev(delay, 0.1101, 6))}  # fmt: skip
+    fits = {ev.structure: ev for ev in (_ev(TWO, 0.110, 5), _ev(["one_mass", "gravity"], 1.0, 2),
+                                        _ev(["two_mass"], 0.5, 4), _ev(THREE, 0.121, 8),
+                                        _ev(FOUR, 0.080, 11), _ev(delay, 0.1099, 6))}  # fmt: skip
+    assert selection.p_value(search[0], short[tuple(FOUR)], N_EFF) > finalists.P_REFIT
+    s = GPSettings(final_top=0, final_rounds=1, final_alpha=0.01,
+                   allowed=("one_mass", "two_mass", "three_mass", "four_mass", "gravity",
+                            "delay"))  # fmt: skip
+
+    def stage(white: bool):
+        cache = {json.dumps(list(ev.structure)): ev for ev in search}
+        screens = finalists.Screens(lambda _s: _FakeDispatch(short), s)
+        dispatch = _FakeDispatch(fits)
+        out, _, _ = finalists.run(search[0], cache, s, dispatch, N_EFF, screens,
+                                  white=lambda ev: white)  # fmt: skip
+        return out, dispatch.asked, screens.rows()
+
+    out, asked, rows = stage(white=False)
+    assert out.structure == tuple(FOUR) and tuple(FOUR) in asked
+    assert {r["p_refit"] for r in rows} == {1.0}
+    out, asked, rows = stage(white=True)
+    assert out.structure == tuple(TWO) and tuple(FOUR) not in asked and tuple(THREE) in asked
+    assert {r["p_refit"] for r in rows} == {finalists.P_REFIT}
+    assert [r["refit"] for r in rows if r["names"] == ",".join(FOUR)] == [False]
+
+
 def test_the_final_stage_refits_richer_structures_and_moves_to_a_significant_one():
     # the search ended at two masses (fittest by eq. 19), four masses only screened there,
     # stalled; the stage refits it and it fits significantly better: it becomes the answer
@@ -216,6 +252,19 @@ def test_the_richer_refits_are_chosen_by_short_fits_from_the_answer():
     assert [sp.structure for _, sp in jobs] == [tuple(FOUR), tuple(THREE)]
     assert dict(jobs[0][1].start) == {"J4": 0.4}  # from the short fit
     assert gains == [s.f_tanh]  # the answer was fitted at the search's gain
+    # a short fit far from significance is not refitted: only those at p <= p_refit
+    p_four, p_three = (selection.p_value(two, short[tuple(x)], N_EFF) for x in (FOUR, THREE))
+    assert p_four < 1e-6 < 1e-3 < p_three <= finalists.P_REFIT
+    only = finalists.richer_jobs(two, search, N_EFF, set(), s, screen=screen, p_refit=1e-3)
+    assert [sp.structure for _, sp in only] == [tuple(FOUR)]
+    assert finalists.richer_jobs(two, search, N_EFF, set(), s, screen=screen, p_refit=0.0) == []
+    noted = finalists.Screens(lambda _s: _FakeDispatch(short), s)
+    finalists.richer_jobs(two, search, N_EFF, set(), s, screen=noted, p_refit=1e-3)
+    rows = {r["names"]: r for r in noted.rows()}
+    assert [rows[",".join(FOUR)]["refit"], rows[",".join(THREE)]["refit"]] == [True, False]
+    assert rows[",".join(THREE)]["p"] == pytest.approx(p_three)
+    assert {r["answer"] for r in rows.values()} == {",".join(TWO)}
+    gains.clear()
     # the short fits started where the plain route's refits start: the answer, switched off
     starts = [sp for _, sp in finalists.richer_jobs(two, search, N_EFF, set(), s, n=3)]
     fake = _FakeDispatch(short)

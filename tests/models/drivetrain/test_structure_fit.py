@@ -12,6 +12,7 @@ from scipy import stats
 
 from methods.errors import InputError
 from models.drivetrain import reference_recording
+from models.drivetrain.fit_evidence import answer_residuals
 from models.drivetrain.gp import GPSettings, IndividualSpec, as_arrays, identify
 from models.drivetrain.structure_fit import (
     StructureFit,
@@ -63,6 +64,24 @@ def test_intervals_cover_the_truth_and_white_residuals_pass_by_simulation() -> N
     low = int(stats.binom.ppf(1e-4, runs, 0.95))
     assert all(h >= low for h in hits.values()), (hits, low)
     assert passed >= int(stats.binom.ppf(1e-4, runs, 0.98)), passed
+
+
+def test_a_search_fits_residual_tests_are_the_evidences_and_see_a_missing_part() -> None:
+    # answer_residuals (the final stage's rule for skipping refits, finalists.P_REFIT): the
+    # residual tests the evidence reports, of a fit at its own gain; the truth's pass, a fit
+    # without the Coulomb friction the recording has fails them
+    data = as_arrays(_noisy("1,5,6", 3))
+    settings = fit_settings(GPSettings(), n_starts=2)
+    start = tuple(sorted(TRUTH.items()))
+    truth = identify(IndividualSpec(("one_mass", "coulomb", "viscous"), start), data, settings)
+    got = answer_residuals(truth, data, settings)
+    want = structure_evidence(truth.structure, truth.parameters, data, settings).residuals
+    assert got.passed is True and want.passed is True
+    for a, b in ((got.autocorrelation, want.autocorrelation),
+                 (got.cross_correlation, want.cross_correlation)):  # fmt: skip
+        assert a.values == pytest.approx(b.values, rel=1e-9, abs=1e-12)
+    lame = identify(IndividualSpec(("one_mass", "viscous"), start[::2]), data, settings)
+    assert answer_residuals(lame, data, settings).passed is False
 
 
 @pytest.mark.slow
