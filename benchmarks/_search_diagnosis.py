@@ -72,6 +72,17 @@ def search_facts(search: Any, machine: Any) -> dict:
             "final": stage, "dynamics": dynamics(machine)}  # fmt: skip
 
 
+def answer_facts(search: Any, rec: Any) -> dict:
+    """A row's ``answer_parameters`` (the answer's, whatever its relation to the truth) and
+    ``residuals_passed``: whether its residual tests pass (``fit_evidence.answer_residuals``,
+    those the evidence reports; None for an exact fit)."""
+    from models.drivetrain.fit_evidence import answer_residuals
+    from models.drivetrain.gp.recording import as_arrays
+
+    res = answer_residuals(search.best_evaluation_, as_arrays(rec), search.settings)
+    return {"answer_parameters": dict(search.best_parameters_), "residuals_passed": res.passed}
+
+
 def dynamics_line(d: dict | None) -> str:
     """The truth's modes, lag corner and dead time for a machine's line ("" if none)."""
     d = d if isinstance(d, dict) else {}  # a row without them, or hand-edited
@@ -111,6 +122,9 @@ def show_search(r: dict, load: float) -> None:
              f" gain {a.get('f_tanh', float('nan')):.4g}" if a else "")  # fmt: skip
     par = (f", ident {r['ident']:.2g}, outside 95 % {','.join(r['outside']) or '-'}"
            if "ident" in r else "")  # fmt: skip
+    told = r.get("residuals_passed", "?")  # rows before session 23 have no word
+    if isinstance(told, bool) or told is None:
+        par += f", residual tests {({True: 'pass', False: 'fail'}).get(told, 'n/a, exact fit')}"
     par += gain_line(r.get("gain")) + dynamics_line(r.get("dynamics")) + r.get("evidence", "")
     print(f"  #{r['machine']:2d} {r['kind']}: found {r['found']} [{r['relation']}] fitness "
           f"{r['fitness']:.4g} RSS {r['rss']:.4g} d {r['d']}; {inner}{alone}{par} "

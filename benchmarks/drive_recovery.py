@@ -57,6 +57,7 @@ from benchmarks._recovery_checks import (
     interval_check,
     interval_figures,
     rel_errors,
+    residual_figures,
     truth_rss,
 )
 from benchmarks._report import Bench, add_arguments
@@ -188,7 +189,7 @@ def search_one(i: int, m, rec, args) -> dict:
     """One machine's search (``--population`` x ``--generations``, ``--workers`` processes):
     the structure found, its relation to the truth (``benchmarks._search_diagnosis``), the truth's evaluation
     inside the search and, with ``--diagnose``, the truth fitted alone (``single``'s fit)."""
-    from benchmarks._search_diagnosis import evidence_line, relation, search_facts
+    from benchmarks._search_diagnosis import answer_facts, evidence_line, relation, search_facts
     from benchmarks.drive_search import ProcessMap
     from models.drivetrain.gp import StructureSearch
 
@@ -208,7 +209,7 @@ def search_one(i: int, m, rec, args) -> dict:
     gp = replace(gp, f_tanh=s.settings.f_tanh)  # the answer's gain (chosen by the stage)
     row["evidence"] = (evidence_line(getattr(s, "selection_", None))  # the evidence's choice
                        + f"; prefilter {gp.identification.prefilter_hz:g} Hz")  # fmt: skip
-    row |= search_facts(s, m) | {"n_sub": s.best_evaluation_.n_sub}
+    row |= search_facts(s, m) | {"n_sub": s.best_evaluation_.n_sub} | answer_facts(s, rec)
     if row["relation"] == "same":
         gain = m.f_tanh if s.friction_gain_.get("estimated") else None
         row |= interval_check(m.structure, m.params, s.best_parameters_, rec, gp,
@@ -256,6 +257,7 @@ def run_search(args, bench: Bench) -> None:
         bench.add("params", 100.0 * within / n, "search: exact and every identifiable parameter "
                   "within 10 %", unit="%", fmt=".0f")  # fmt: skip
         interval_figures(bench, exact)
+        residual_figures(bench, rows)
         bench.add("wall_s", float(np.median([r["wall_s"] for r in rows] or [np.nan])),
                   "search: wall per machine, median", unit="s", fmt=".0f")  # fmt: skip
 

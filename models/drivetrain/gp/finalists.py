@@ -34,9 +34,16 @@ that its fit begins near the answer's RSS (until 2026-12-06 any structure with m
 parameters, from its own parameters in the search; what that cost: docs/methods.md §2.4).
 Which: those with the lowest p against the answer after a short fit from that start
 (``screened``; up to ``SCREENED`` candidates, the full fits then start where the short ones
-ended), not after the search's own fit, which may have stalled (docs/methods.md §2.4). The next round's simpler neighbours and richer
-candidates are those of the answer the rule chose. ``StructureSearch.selection_`` records the
-count, the level and the moves.
+ended), not after the search's own fit, which may have stalled (docs/methods.md §2.4). Where
+the answer's residuals pass the evidence's tests (white and independent of the input,
+``fit_evidence.answer_residuals``: the data show nothing it misses), a candidate whose short
+fit stays far from significance (p > :data:`P_REFIT`) is not refitted in full: on the recovery
+benchmark's seed-1 machine #4 three such refits (p 0.84, 1, 0.24) took 640 s of a 785 s stage
+for nothing. Not on the short fit's p alone: a mass added with its spring stiffest cannot find
+its mode in a short fit, and the refits that found seed-0 #2's and #11's truths had short-fit
+p 1 and 0.91 (their answers' residuals failing the tests). The next round's simpler neighbours
+and richer candidates are those of the answer the rule chose. ``StructureSearch.selection_``
+records the count, the level and the moves.
 
 Over the friction gain (``gp.final_gain``, the ``data`` preset's default): every fit of the
 stage with Coulomb or Stribeck friction is profiled over the gain, and a fit at a gain it chose
@@ -194,7 +201,8 @@ def richer_jobs(
     first of that order (a stalled search fit, p 1, sorts after those that fit better: beyond
     12 candidates it can still be left out) are fitted briefly from that start
     (:func:`screened`) and the ``n`` with the lowest p after it are identified from their
-    screened parameters."""
+    screened parameters, those at ``p_refit`` or below (:data:`P_REFIT` where the answer's
+    residuals are white, :func:`run`)."""
     best: dict[tuple[str, ...], Evaluation] = {}
     for ev in evaluations:
         if ev.structure not in best or ev.fitness > best[ev.structure].fitness:
@@ -306,8 +314,9 @@ def run(
     ``gp.dispatch.Dispatcher`` with :func:`final_settings` and an empty cache of its own (None:
     the stage is off); ``n_eff``: the effective sample count of the evidence's choice (0: the
     fitness alone, as with ``final_alpha`` 0); ``screen``: ``gain -> Dispatcher`` of the
-    richer candidates' short fits (:func:`richer_jobs`; None: chosen by the search's fits).
-    Returns the answer, the rows of
+    richer candidates' short fits (:func:`richer_jobs`; None: chosen by the search's fits);
+    ``white``: whether an answer's residuals pass their tests (then :data:`P_REFIT` applies;
+    None: never). Returns the answer, the rows of
     ``StructureSearch.final_`` and the evidence's moves (``selection.Step``)."""
     alpha, k_p = (settings.final_alpha if n_eff > 0 else 0.0), settings.k_p
     fittest, out, table, steps = best, best, [], []

@@ -140,3 +140,62 @@ def test_a_search_row_keeps_the_final_stages_fits_and_short_fits():
     back = json.loads(json.dumps(row, default=str))["final"][0]
     assert back["rss"] == 0.4 and back["gain_estimated"] is False  # (native types, not "False")
     assert search_facts(SimpleNamespace(_cache={}), m)["final"] == []
+
+
+def test_the_residual_figures_count_told_answers_and_a_line_says_the_tests(capsys):
+    """``residual_figures``: of the exact answers the share whose residual tests pass, of the
+    misses the share whose tests fail (the evidence flags them); rows without a word (older,
+    exact fits, hand-edited values) are left out; ``show_search`` says pass, fail or n/a."""
+    from benchmarks._recovery_checks import residual_figures
+    from benchmarks._search_diagnosis import show_search
+
+    class Figures:
+        def __init__(self):
+            self.got = {}
+
+        def add(self, name, value, label, **kw):
+            self.got[name] = (value, label)
+
+    same, other = {"relation": "same"}, {"relation": "simpler"}
+    rows = (
+        [same | {"residuals_passed": v} for v in (True, True, False, None)]
+        + [other | {"residuals_passed": v} for v in (False, True, None, "x", [1])]
+        + [other]
+    )
+    bench = Figures()
+    residual_figures(bench, rows)
+    assert bench.got["white_exact"][0] == pytest.approx(200 / 3)
+    assert "(3 with them)" in bench.got["white_exact"][1]
+    assert bench.got["flagged"] == (50.0, bench.got["flagged"][1])
+    assert "(2 with them)" in bench.got["flagged"][1]
+    residual_figures(bench, [])  # no rows: 0 %, not a division by zero
+    assert bench.got["flagged"][0] == 0.0
+    line = {"machine": 1, "kind": "one_mass", "found": "one_mass", "relation": "same",
+            "fitness": 1.0, "rss": 1.0, "d": 1, "wall_s": 1.0, "truth_in_search": None}  # fmt: skip
+    for value, word in ((True, "residual tests pass"), (False, "residual tests fail"),
+                        (None, "residual tests n/a"), ([1], None)):  # fmt: skip
+        show_search(line | {"residuals_passed": value}, 0.5)
+        out = capsys.readouterr().out
+        assert (word in out) if word else "residual tests" not in out
+
+
+def test_a_row_keeps_the_answers_parameters_and_its_residual_tests():
+    """``answer_facts``: every row (not only exact ones) keeps the answer's parameters and
+    whether its residual tests pass, for the search's answer at its own gain."""
+    from types import SimpleNamespace
+
+    from benchmarks._search_diagnosis import answer_facts
+    from models.drivetrain import reference_recording
+    from models.drivetrain.gp import GPSettings, IndividualSpec, as_arrays, identify
+
+    truth = {"J1": 0.012, "M_C": 0.18, "f_v": 0.011}
+    rec = reference_recording("1,5,6", overrides=truth, noise=0.42, seed=2)
+    settings = GPSettings()
+    for structure, passed in ((("one_mass", "coulomb", "viscous"), True),
+                              (("one_mass", "viscous"), False)):  # fmt: skip
+        start = tuple(sorted((k, v) for k, v in truth.items() if k != "M_C" or len(structure) > 2))
+        ev = identify(IndividualSpec(structure, start), as_arrays(rec), settings)
+        search = SimpleNamespace(best_evaluation_=ev, best_parameters_=ev.parameters,
+                                 settings=settings)  # fmt: skip
+        facts = answer_facts(search, rec)
+        assert facts == {"answer_parameters": dict(ev.parameters), "residuals_passed": passed}
