@@ -10,7 +10,13 @@ parameters and friction gain (the gain one more parameter when the search estima
 fit's substeps when the row has them, else the step-size rule's). Prints each answer's values
 outside their marginal and simultaneous 95 % intervals, and the search's interval figures
 (``covered``, ``covered_joint``, ``covered_params``), so a run's figures follow a change of the
-evidence without searching again."""
+evidence without searching again.
+
+``--residuals``: also every answer's residual tests (``fit_evidence.answer_residuals``) and the
+figures ``white_exact`` and ``flagged`` (``_recovery_checks.residual_figures``: does the
+answer's own evidence flag a miss?). A row with the answer's parameters (since session 23) is
+tested at them; an older one (only exact answers kept them) by the answer's structure fitted
+alone (``StructureFit`` at the row's gain, as ``drive fit`` would: seconds to a minute each)."""
 
 from __future__ import annotations
 
@@ -19,32 +25,33 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 from benchmarks._drive_machines import add_noise, draw_machine, preset_settings, simulate_machine
-from benchmarks._recovery_checks import interval_check, interval_figures
+from benchmarks._recovery_checks import interval_check, interval_figures, residual_figures
 from benchmarks._report import Bench, add_arguments
 
 
-def exact_rows(path: str) -> list[dict]:
-    """The rows of exact answers in a ``.jsonl`` rows file (lines cut short are skipped),
-    each machine once (its last row)."""
+def search_rows(path: str, exact: bool = True) -> list[dict]:
+    """The rows of a ``.jsonl`` rows file (lines cut short are skipped), each machine once (its
+    last row); ``exact``: only those of exact answers."""
     rows: dict[tuple, dict] = {}
     for line in Path(path).read_text().splitlines():
         try:
             row = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if isinstance(row, dict) and row.get("relation") == "same" and "key" in row:
+        if isinstance(row, dict) and "key" in row and (row.get("relation") == "same" or not exact):
             rows[(json.dumps(row["key"], sort_keys=True), row["machine"])] = row
     return list(rows.values())
 
 
-def recheck(row: dict) -> dict:
-    """``row`` with its interval figures recomputed on today's evidence."""
+def regenerated(row: dict) -> tuple:
+    """The row's machine, its recording and the search's settings at the answer's gain."""
     key = row["key"]
     rng = np.random.default_rng(key["seed"])
     for i in range(row["machine"] + 1):  # the machines are drawn in sequence
@@ -53,16 +60,39 @@ def recheck(row: dict) -> dict:
     gp = preset_settings(rec, key["boxes"] == "wide", key["prefilter"] == "spectrum",
                          position=True, population=key["population"],
                          generations=key["generations"])  # fmt: skip
-    gain = row["gain"]
-    gp = replace(gp, f_tanh=float(gain["f_tanh"]))
-    truth = m.f_tanh if gain.get("estimated") else None
+    return m, rec, replace(gp, f_tanh=float(row["gain"]["f_tanh"]))
+
+
+def recheck(row: dict) -> dict:
+    """``row`` with its interval figures recomputed on today's evidence."""
+    m, rec, gp = regenerated(row)
+    truth = m.f_tanh if row["gain"].get("estimated") else None
     return row | interval_check(m.structure, m.params, row["parameters"], rec, gp,
                                 row.get("n_sub"), truth)  # fmt: skip
+
+
+def residuals(row: dict) -> dict:
+    """``row`` with its answer's ``residuals_passed`` (module docstring, ``--residuals``)."""
+    from models.drivetrain.fit_evidence import answer_residuals
+    from models.drivetrain.gp.recording import as_arrays
+    from models.drivetrain.structure_fit import StructureFit
+
+    _m, rec, gp = regenerated(row)
+    structure = tuple(row["found"].split("+"))
+    params = row.get("answer_parameters") or (row["parameters"] if row["relation"] == "same"
+                                              else None)  # fmt: skip
+    if params is None:
+        return row | {"residuals_passed": StructureFit(structure, settings=gp, rivals=False)
+                      .fit(rec).evidence_.residuals.passed}  # fmt: skip
+    answer = SimpleNamespace(structure=structure, parameters=params, n_sub=row.get("n_sub"))
+    return row | {"residuals_passed": answer_residuals(answer, as_arrays(rec), gp).passed}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", required=True, help="a drive_recovery.py search rows file")
+    parser.add_argument("--residuals", action="store_true",
+                        help="also every answer's residual tests (module docstring)")  # fmt: skip
     add_arguments(parser, repeats=1)
     args = parser.parse_args(argv)
     if not Path(args.rows).is_file():
@@ -70,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     bench = Bench("drive_recovery-recheck", "drive-recovery", args.repeats, args.json)
     for _ in bench.runs():
         checked = []
-        for row in sorted(exact_rows(args.rows), key=lambda r: r["machine"]):
+        for row in sorted(search_rows(args.rows), key=lambda r: r["machine"]):
             checked.append(recheck(row))
             r = checked[-1]
             print(f"  # {r['machine']} {r['kind']}: {len(r['param_errors'])} parameters; "
@@ -78,6 +108,15 @@ def main(argv: list[str] | None = None) -> int:
                   f"{', '.join(r['outside_joint']) or '-'} (before: "
                   f"{', '.join(row['outside']) or '-'})", flush=True)  # fmt: skip
         interval_figures(bench, checked)
+        if args.residuals:
+            told = []
+            for row in sorted(search_rows(args.rows, exact=False), key=lambda r: r["machine"]):
+                told.append(residuals(row))
+                print(f"  # {row['machine']} {row['kind']} -> {row['found']} "
+                      f"[{row['relation']}]: residual tests "
+                      f"{ {True: 'pass', False: 'fail'}.get(told[-1]['residuals_passed'], 'n/a')}",
+                      flush=True)  # fmt: skip
+            residual_figures(bench, told)
     bench.finish()
     return 0
 

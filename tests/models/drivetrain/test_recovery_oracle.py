@@ -173,7 +173,7 @@ def test_the_recheck_recomputes_a_rows_interval_figures(tmp_path, capsys) -> Non
     m = draw_machine(rng, 0)
     key = {"seed": 0, "noise_percent": 0.5, "boxes": "wide", "search_gain": "auto",
            "continuation": "on", "prefilter": "default", "population": 10, "generations": 10}  # fmt: skip
-    row = {"machine": 0, "kind": m.kind, "relation": "same", "parameters": m.params,
+    row = {"machine": 0, "kind": m.kind, "found": m.kind, "relation": "same", "parameters": m.params,
            "gain": {"f_tanh": m.f_tanh, "estimated": True}, "outside": ["J1"], "key": key}  # fmt: skip
     path = tmp_path / "rows.jsonl"
     lines = [
@@ -183,7 +183,7 @@ def test_the_recheck_recomputes_a_rows_interval_figures(tmp_path, capsys) -> Non
         json.dumps(row)[:50],
     ]
     path.write_text("\n".join(lines) + "\n")
-    rows = recheck.exact_rows(str(path))
+    rows = recheck.search_rows(str(path))
     assert len(rows) == 1 and rows[0]["outside"] == ["J1"]
     checked = recheck.recheck(rows[0])
     assert checked["outside"] == [] and checked["outside_joint"] == []
@@ -192,6 +192,21 @@ def test_the_recheck_recomputes_a_rows_interval_figures(tmp_path, capsys) -> Non
     assert recheck.main(["--rows", str(path), "--json", str(tmp_path / "b.json")]) == 0
     figures = {f["key"]: f for f in json.loads((tmp_path / "b.json").read_text())["rows"]}
     assert figures["covered_joint"]["values"] == [100.0]
+    # --residuals: every answer's residual tests; the exact one at its parameters (the truth's:
+    # white), a miss without parameters (an older row) by its structure fitted alone
+    miss = row | {"relation": "simpler", "found": "one_mass+coulomb+viscous+gravity",
+                  "key": key | {"population": 9}, "parameters": None}  # fmt: skip
+    assert "stribeck" in m.kind
+    path.write_text("\n".join([json.dumps(row), json.dumps(miss)]) + "\n")
+    told = [recheck.residuals(r) for r in recheck.search_rows(str(path), exact=False)]
+    assert told[0]["residuals_passed"] is True
+    assert isinstance(told[1]["residuals_passed"], bool)
+    assert (
+        recheck.main(["--rows", str(path), "--residuals", "--json", str(tmp_path / "r.json")]) == 0
+    )
+    figures = {f["key"]: f for f in json.loads((tmp_path / "r.json").read_text())["rows"]}
+    assert figures["white_exact"]["values"] == [100.0]
+    assert figures["flagged"]["values"] == [100.0 * (not told[1]["residuals_passed"])]
     with pytest.raises(SystemExit) as refused:  # a rows file that is not there: named, refused
         recheck.main(["--rows", str(tmp_path / "gone.jsonl")])
     assert refused.value.code == 2 and "gone.jsonl: no such file" in capsys.readouterr().err
