@@ -72,7 +72,7 @@ bench: install
 	PYTHONPATH=. $(BIN)/python benchmarks/drive_recovery.py kit --structures 20 --repeats 1
 	rm -f build/bench/search_rows.jsonl
 	PYTHONPATH=. $(BIN)/python benchmarks/drive_recovery.py search --machines 2 --repeats 1 --rows build/bench/search_rows.jsonl
-	PYTHONPATH=. $(BIN)/python benchmarks/drive_recovery_recheck.py --rows build/bench/search_rows.jsonl --repeats 1
+	PYTHONPATH=. $(BIN)/python benchmarks/drive_recovery_recheck.py --rows build/bench/search_rows.jsonl --residuals --repeats 1
 	PYTHONPATH=. $(BIN)/python benchmarks/drive_evidence.py --runs 100 --named-runs 3 --repeats 1
 	PYTHONPATH=. $(BIN)/python benchmarks/drive_gain_profile.py --seed 0 --machine 9 --repeats 1
 	PYTHONPATH=. $(BIN)/python benchmarks/readme_figures.py

@@ -48,8 +48,9 @@ class DriveResult:
     #: effective samples `n_eff`, the level `alpha` (0: by the fitness alone), the `m` richer
     #: structures tested, the `moves` ({before, after, p_value, level, m}), the richer
     #: candidates' short fits `screened` ({call, names, rss, n_params}, and the `answer`,
-    #: `answer_rss`, the short fit's `p` against it and whether it was `refit` in full, where
-    #: it was one of more candidates than are refitted); None for a fit
+    #: `answer_rss`, the short fit's `p` against it, whether it was `refit` in full and the
+    #: threshold `p_refit` applied, where it was one of more candidates than are refitted);
+    #: None for a fit
     selection: dict[str, Any] | None = None
     #: the answer's friction smoothing gain (`friction_gain_record`): `mode` (auto, fixed,
     #: profile), `profiled`, the preset's `preset_f_tanh`, the model's `f_tanh`, whether the
