@@ -53,8 +53,8 @@ def search_facts(search: Any, machine: Any) -> dict:
     """A row's ``truth_in_search`` (the search's fit of the machine's structure: fitness, RSS,
     refined, parameters; None if never tried), ``selection`` (the evidence's count, ``m``,
     level, its moves and the richer candidates' short fits, ``screened``), ``final`` (the final
-    stage's fits: round, structure, RSS, parameters, wall, gain estimated; the data a rule that
-    skips hopeless refits would be tuned on) and ``dynamics`` (``_drive_machines.dynamics``:
+    stage's fits: round, structure, RSS, ``n_params``, wall, gain estimated, ``chosen``; the
+    data the rule that skips hopeless refits, ``finalists.P_REFIT``, was checked on) and ``dynamics`` (``_drive_machines.dynamics``:
     modes, lag corner, dead time)."""
     from benchmarks._drive_machines import dynamics
 

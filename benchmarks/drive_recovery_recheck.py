@@ -34,18 +34,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from benchmarks._drive_machines import add_noise, draw_machine, preset_settings, simulate_machine
 from benchmarks._recovery_checks import interval_check, interval_figures, residual_figures
 from benchmarks._report import Bench, add_arguments
+from methods.errors import InputError
+
+#: what a hand-edited or foreign row raises (a field missing or of the wrong kind)
+ROW_ERRORS = (KeyError, TypeError, ValueError, AttributeError, InputError)
 
 
 def search_rows(path: str, exact: bool = True) -> list[dict]:
-    """The rows of a ``.jsonl`` rows file (lines cut short are skipped), each machine once (its
-    last row); ``exact``: only those of exact answers."""
+    """The rows of a ``.jsonl`` rows file (lines cut short and rows without a settings ``key``
+    or a machine number skipped), each machine once (its last row); ``exact``: only those of
+    exact answers."""
     rows: dict[tuple, dict] = {}
     for line in Path(path).read_text().splitlines():
         try:
             row = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if isinstance(row, dict) and "key" in row and (row.get("relation") == "same" or not exact):
+        if (isinstance(row, dict) and isinstance(row.get("key"), dict)
+                and isinstance(row.get("machine"), int)
+                and (row.get("relation") == "same" or not exact)):  # fmt: skip
             rows[(json.dumps(row["key"], sort_keys=True), row["machine"])] = row
     return list(rows.values())
 
@@ -72,20 +79,25 @@ def recheck(row: dict) -> dict:
 
 
 def residuals(row: dict) -> dict:
-    """``row`` with its answer's ``residuals_passed`` (module docstring, ``--residuals``)."""
+    """``row`` with its answer's ``residuals_passed`` (module docstring, ``--residuals``); a
+    row that cannot be tested (a hand-edited or foreign one: a field missing or of the wrong
+    kind) gets None and ``recheck_error`` naming why, so the other rows' fits are kept."""
     from models.drivetrain.fit_evidence import answer_residuals
     from models.drivetrain.gp.recording import as_arrays
     from models.drivetrain.structure_fit import StructureFit
 
-    _m, rec, gp = regenerated(row)
-    structure = tuple(row["found"].split("+"))
-    params = row.get("answer_parameters") or (row["parameters"] if row["relation"] == "same"
-                                              else None)  # fmt: skip
-    if params is None:
-        return row | {"residuals_passed": StructureFit(structure, settings=gp, rivals=False)
-                      .fit(rec).evidence_.residuals.passed}  # fmt: skip
-    answer = SimpleNamespace(structure=structure, parameters=params, n_sub=row.get("n_sub"))
-    return row | {"residuals_passed": answer_residuals(answer, as_arrays(rec), gp).passed}
+    try:
+        _m, rec, gp = regenerated(row)
+        structure = tuple(str(row["found"]).split("+"))
+        params = row.get("answer_parameters") or (row.get("parameters")
+                                                  if row.get("relation") == "same" else None)  # fmt: skip
+        if not params:
+            fit = StructureFit(structure, settings=gp, rivals=False).fit(rec)
+            return row | {"residuals_passed": fit.evidence_.residuals.passed}
+        answer = SimpleNamespace(structure=structure, parameters=params, n_sub=row.get("n_sub"))
+        return row | {"residuals_passed": answer_residuals(answer, as_arrays(rec), gp).passed}
+    except ROW_ERRORS as err:
+        return row | {"residuals_passed": None, "recheck_error": f"{type(err).__name__}: {err}"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,21 +113,25 @@ def main(argv: list[str] | None = None) -> int:
     for _ in bench.runs():
         checked = []
         for row in sorted(search_rows(args.rows), key=lambda r: r["machine"]):
-            checked.append(recheck(row))
-            r = checked[-1]
+            try:
+                r = recheck(row)
+            except ROW_ERRORS as err:  # a hand-edited or foreign row: named, left out
+                print(f"  # {row['machine']}: not rechecked ({type(err).__name__}: {err})")
+                continue
+            checked.append(r)
             print(f"  # {r['machine']} {r['kind']}: {len(r['param_errors'])} parameters; "
                   f"outside 95 % {', '.join(r['outside']) or '-'}; outside simultaneous "
                   f"{', '.join(r['outside_joint']) or '-'} (before: "
-                  f"{', '.join(row['outside']) or '-'})", flush=True)  # fmt: skip
+                  f"{', '.join(row.get('outside') or []) or '-'})", flush=True)  # fmt: skip
         interval_figures(bench, checked)
         if args.residuals:
             told = []
             for row in sorted(search_rows(args.rows, exact=False), key=lambda r: r["machine"]):
                 told.append(residuals(row))
-                print(f"  # {row['machine']} {row['kind']} -> {row['found']} "
-                      f"[{row['relation']}]: residual tests "
-                      f"{ {True: 'pass', False: 'fail'}.get(told[-1]['residuals_passed'], 'n/a')}",
-                      flush=True)  # fmt: skip
+                word = {True: "pass", False: "fail"}.get(told[-1]["residuals_passed"],
+                                                           told[-1].get("recheck_error", "n/a"))  # fmt: skip
+                print(f"  # {row.get('machine')} {row.get('kind')} -> {row.get('found')} "
+                      f"[{row.get('relation')}]: residual tests {word}", flush=True)  # fmt: skip
             residual_figures(bench, told)
     bench.finish()
     return 0

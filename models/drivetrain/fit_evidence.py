@@ -14,7 +14,7 @@ gain the fit chose (:func:`gain_column`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -117,8 +117,7 @@ def structure_evidence(
         prefilter=lowpass(settings.identification.prefilter_hz, data.dt), level=level,
         notes=notes, start=start,
     )  # fmt: skip
-    part = slice(n_fit, None) if n_fit < data.n else slice(0, None)
-    part_name = "held-out tail" if n_fit < data.n else "whole record"
+    part, part_name = tested_part(data, settings)
     resid = residual_analysis(e[part], data.u[part], max_lag=max_lag, confidence=confidence,
                               output=data.y[part])  # fmt: skip
     n_eff = effective_samples(int(e[part].size), resid)
@@ -148,21 +147,43 @@ def structure_evidence(
                     table, tuple(notes))  # fmt: skip
 
 
+def tested_part(data: RecordingArrays, settings: GPSettings) -> tuple[slice, str]:
+    """The part of the record the residual tests and the rivals are judged on: the held-out
+    tail where the settings hold one out, else the whole record."""
+    n_fit = split_index(data.n, settings.test_fraction)
+    return (slice(n_fit, None), "held-out tail") if n_fit < data.n else (slice(0, None),
+                                                                          "whole record")  # fmt: skip
+
+
 def answer_residuals(
-    ev: Evaluation, data: RecordingArrays, settings: GPSettings
-) -> ResidualAnalysis:
-    """The residual tests :func:`structure_evidence` reports, of a search's fit ``ev`` at its
-    own friction gain: on the held-out tail where the settings hold one out, else the whole
-    record (``passed`` None for an exact fit)."""
+    ev: Evaluation, data: RecordingArrays, settings: GPSettings, *, max_lag: int = 25,
+    confidence: float = 0.99,
+) -> ResidualAnalysis:  # fmt: skip
+    """The residual tests :func:`structure_evidence` reports (same part, lags and level), of a
+    search's fit ``ev`` at its own friction gain and substeps (``passed`` None for an exact
+    fit, False where the simulation is not finite)."""
     from models.drivetrain.gp.final_gain import gain_of  # the gp package imports this module
 
     at = replace(settings, f_tanh=gain_of(ev, settings.f_tanh))
     sim = simulator(ev.structure, data, at, ev.parameters, ev.n_sub)
     y = sim.simulate(sim.model.values(ev.parameters), data.u, start_velocity(data, at))
-    part = slice(split_index(data.n, at.test_fraction), None)
-    if part.start >= data.n:
-        part = slice(0, None)
-    return residual_analysis((y - data.y)[part], data.u[part], output=data.y[part])
+    part, _ = tested_part(data, at)
+    return residual_analysis((y - data.y)[part], data.u[part], max_lag=max_lag,
+                             confidence=confidence, output=data.y[part])  # fmt: skip
+
+
+def residuals_white(data: RecordingArrays, settings: GPSettings) -> Callable[[Evaluation], bool]:
+    """``ev -> bool``: whether a search's fit passes :func:`answer_residuals` (the final
+    stage's ``white``, ``finalists.P_REFIT``); a simulation that fails counts as not white
+    (the rule then stays off: whatever went wrong, the refits run as without it)."""
+
+    def white(ev: Evaluation) -> bool:
+        try:
+            return answer_residuals(ev, data, settings).passed is True
+        except Exception:  # a rule that only saves time must not end the search
+            return False
+
+    return white
 
 
 def gain_column(

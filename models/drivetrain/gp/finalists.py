@@ -38,8 +38,10 @@ ended), not after the search's own fit, which may have stalled (docs/methods.md 
 the answer's residuals pass the evidence's tests (white and independent of the input,
 ``fit_evidence.answer_residuals``: the data show nothing it misses), a candidate whose short
 fit stays far from significance (p > :data:`P_REFIT`) is not refitted in full: on the recovery
-benchmark's seed-1 machine #4 three such refits (p 0.84, 1, 0.24) took 640 s of a 785 s stage
-for nothing. Not on the short fit's p alone: a mass added with its spring stiffest cannot find
+benchmark's seed-1 machine #4 three refits (short-fit p 0.84, 1, 0.24) took 640 s of a 785 s
+stage for nothing; with the rule its answer was white from the first round, its candidates'
+short fits had p 0.70-1 and none was refitted (736 s against 1268 s). Not on the short fit's
+p alone: a mass added with its spring stiffest cannot find
 its mode in a short fit, and the refits that found seed-0 #2's and #11's truths had short-fit
 p 1 and 0.91 (their answers' residuals failing the tests). The next round's simpler neighbours
 and richer candidates are those of the answer the rule chose. ``StructureSearch.selection_``
@@ -190,7 +192,7 @@ def rows(evaluations: list[Evaluation], round_: int, f_tanh: float = 0.0) -> lis
 def richer_jobs(
     answer: Evaluation, evaluations: list[Evaluation], n_eff: float, done: set[tuple[str, ...]],
     settings: GPSettings, n: int = RICHER, screen: Callable[[float], Any] | None = None,
-    p_refit: float = 1.0,
+    white: Callable[[Evaluation], bool] | None = None, p_refit: float = P_REFIT,
 ) -> list[tuple[str, IndividualSpec]]:  # fmt: skip
     """The stage's jobs for the evidence's choice: ``n`` structures that contain ``answer``'s
     (``operators.nests``; refined or only screened, none in ``done``), each from ``answer``'s
@@ -201,8 +203,8 @@ def richer_jobs(
     first of that order (a stalled search fit, p 1, sorts after those that fit better: beyond
     12 candidates it can still be left out) are fitted briefly from that start
     (:func:`screened`) and the ``n`` with the lowest p after it are identified from their
-    screened parameters, those at ``p_refit`` or below (:data:`P_REFIT` where the answer's
-    residuals are white, :func:`run`)."""
+    screened parameters; where ``white(answer)`` (its residuals pass their tests, asked only
+    then) only those at ``p_refit`` or below."""
     best: dict[tuple[str, ...], Evaluation] = {}
     for ev in evaluations:
         if ev.structure not in best or ev.fitness > best[ev.structure].fitness:
@@ -224,9 +226,11 @@ def richer_jobs(
     if screen is not None and len(starts) > n:
         fits = screened(answer, starts, settings, screen)
         ranked = sorted(((ev, by_p(ev)) for ev in fits), key=lambda t: t[1])
-        refit = [ev for ev, (p, *_) in ranked[:n] if p <= p_refit]
-        if isinstance(screen, Screens):
-            screen.note(answer, [(ev, key_[0]) for ev, key_ in ranked], refit, p_refit)
+        level = p_refit if white is not None and white(answer) else 1.0
+        refit = [ev for ev, (p, *_) in ranked[:n] if p <= level]
+        note = getattr(screen, "note", None)
+        if note is not None:
+            note(answer, [(ev, key_[0]) for ev, key_ in ranked], refit, level)
         starts = [_spec(ev.structure, ev.parameters, gain) for ev in refit]
     return [(key(sp.structure), sp) for sp in starts[:n]]
 
@@ -326,9 +330,8 @@ def run(
         jobs = candidates(out, list(cache.values()), settings, done, top)
         if alpha > 0:
             queued = {k for k, _ in jobs}
-            p_refit = P_REFIT if screen is not None and white is not None and white(out) else 1.0
             jobs += [j for j in richer_jobs(out, list(cache.values()), n_eff, done, settings,
-                                             screen=screen, p_refit=p_refit)
+                                             screen=screen, white=white)
                      if j[0] not in queued]  # fmt: skip
             jobs.sort(key=lambda j: j[1].structure)
         jobs = [j for j in jobs if can_win(j[1].structure, out, settings)]

@@ -348,13 +348,10 @@ class StructureSearch:
         dispatch = self._dispatcher(data, fs, {}, over) if s.final_top else None
         n_eff = selection.search_count(best, data, s) if dispatch and s.final_alpha > 0 else 0.0
         screen = finalists.Screens(lambda settings: self._dispatcher(data, settings, {}), fs)
-        from models.drivetrain.fit_evidence import answer_residuals  # it imports this package
-
-        def white(ev: Evaluation) -> bool:  # its residuals pass their tests (finalists.P_REFIT)
-            return answer_residuals(ev, data, s).passed is True
+        from models.drivetrain.fit_evidence import residuals_white  # it imports this package
 
         best, self.final_, steps = finalists.run(best, self._cache, s, dispatch, n_eff, screen,
-                                                 white)  # fmt: skip
+                                                 residuals_white(data, s))  # fmt: skip
         self.selection_ = selection.record(best, list(self._cache.values()), n_eff, self._preset,
                                            steps) | {"screened": screen.rows()}  # fmt: skip
         self._n_final = screen.n_identifications + (dispatch.n_identifications if dispatch else 0)

@@ -197,10 +197,18 @@ def test_the_recheck_recomputes_a_rows_interval_figures(tmp_path, capsys) -> Non
     miss = row | {"relation": "simpler", "found": "one_mass+coulomb+viscous+gravity",
                   "key": key | {"population": 9}, "parameters": None}  # fmt: skip
     assert "stribeck" in m.kind
-    path.write_text("\n".join([json.dumps(row), json.dumps(miss)]) + "\n")
+    # hostile rows: no machine number (skipped), a structure the kit does not know and a gain
+    # of the wrong kind (each named, None), a key that is not a dict (skipped)
+    bad = [row | {"machine": None}, row | {"machine": 3, "found": "one_mass+<b>", "relation":
+           "other", "parameters": None}, row | {"machine": 4, "gain": {"f_tanh": None}},
+           row | {"machine": 5, "key": "x"}]  # fmt: skip
+    path.write_text("\n".join(json.dumps(r) for r in [row, miss, *bad]) + "\n")
     told = [recheck.residuals(r) for r in recheck.search_rows(str(path), exact=False)]
+    assert [r["machine"] for r in told] == [0, 0, 3, 4]
     assert told[0]["residuals_passed"] is True
     assert isinstance(told[1]["residuals_passed"], bool)
+    assert [r["residuals_passed"] for r in told[2:]] == [None, None]
+    assert "<b>" in told[2]["recheck_error"] and "TypeError" in told[3]["recheck_error"]
     assert (
         recheck.main(["--rows", str(path), "--residuals", "--json", str(tmp_path / "r.json")]) == 0
     )

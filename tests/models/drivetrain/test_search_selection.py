@@ -255,11 +255,27 @@ def test_the_richer_refits_are_chosen_by_short_fits_from_the_answer():
     # a short fit far from significance is not refitted: only those at p <= p_refit
     p_four, p_three = (selection.p_value(two, short[tuple(x)], N_EFF) for x in (FOUR, THREE))
     assert p_four < 1e-6 < 1e-3 < p_three <= finalists.P_REFIT
-    only = finalists.richer_jobs(two, search, N_EFF, set(), s, screen=screen, p_refit=1e-3)
+    only = finalists.richer_jobs(
+        two, search, N_EFF, set(), s, screen=screen, white=lambda ev: True, p_refit=1e-3
+    )
     assert [sp.structure for _, sp in only] == [tuple(FOUR)]
-    assert finalists.richer_jobs(two, search, N_EFF, set(), s, screen=screen, p_refit=0.0) == []
+    assert (
+        finalists.richer_jobs(
+            two, search, N_EFF, set(), s, screen=screen, white=lambda ev: True, p_refit=0.0
+        )
+        == []
+    )
+    off = finalists.richer_jobs(two, search, N_EFF, set(), s, screen=screen,
+                                white=lambda ev: False, p_refit=1e-3)  # fmt: skip
+    assert [sp.structure for _, sp in off] == [tuple(FOUR), tuple(THREE)]  # residuals not white
+    asked: list = []
+    finalists.richer_jobs(two, search[:3], N_EFF, set(), s, screen=screen,
+                          white=lambda ev: asked.append(ev) or True)  # fmt: skip
+    assert asked == []  # two candidates or fewer: nothing screened, the residuals not asked
     noted = finalists.Screens(lambda _s: _FakeDispatch(short), s)
-    finalists.richer_jobs(two, search, N_EFF, set(), s, screen=noted, p_refit=1e-3)
+    finalists.richer_jobs(
+        two, search, N_EFF, set(), s, screen=noted, white=lambda ev: True, p_refit=1e-3
+    )
     rows = {r["names"]: r for r in noted.rows()}
     assert [rows[",".join(FOUR)]["refit"], rows[",".join(THREE)]["refit"]] == [True, False]
     assert rows[",".join(THREE)]["p"] == pytest.approx(p_three)

@@ -12,7 +12,7 @@ from scipy import stats
 
 from methods.errors import InputError
 from models.drivetrain import reference_recording
-from models.drivetrain.fit_evidence import answer_residuals
+from models.drivetrain.fit_evidence import answer_residuals, residuals_white
 from models.drivetrain.gp import GPSettings, IndividualSpec, as_arrays, identify
 from models.drivetrain.structure_fit import (
     StructureFit,
@@ -75,13 +75,24 @@ def test_a_search_fits_residual_tests_are_the_evidences_and_see_a_missing_part()
     start = tuple(sorted(TRUTH.items()))
     truth = identify(IndividualSpec(("one_mass", "coulomb", "viscous"), start), data, settings)
     got = answer_residuals(truth, data, settings)
-    want = structure_evidence(truth.structure, truth.parameters, data, settings).residuals
+    want = structure_evidence(truth.structure, truth.parameters, data, settings,
+                              n_sub=truth.n_sub).residuals  # fmt: skip
     assert got.passed is True and want.passed is True
     for a, b in ((got.autocorrelation, want.autocorrelation),
                  (got.cross_correlation, want.cross_correlation)):  # fmt: skip
         assert a.values == pytest.approx(b.values, rel=1e-9, abs=1e-12)
     lame = identify(IndividualSpec(("one_mass", "viscous"), start[::2]), data, settings)
     assert answer_residuals(lame, data, settings).passed is False
+    white = residuals_white(data, settings)
+    assert white(truth) is True and white(lame) is False
+    assert white(replace(truth, parameters={})) is False  # a fit that cannot simulate: not white
+    # on a held-out tail, as the evidence judges it there
+    tail = replace(settings, test_fraction=0.3)
+    got = answer_residuals(truth, data, tail)
+    want = structure_evidence(truth.structure, truth.parameters, data, tail,
+                              n_sub=truth.n_sub).residuals  # fmt: skip
+    assert got.n == want.n == data.n - round(0.7 * data.n)
+    assert got.autocorrelation.values == pytest.approx(want.autocorrelation.values, abs=1e-12)
 
 
 @pytest.mark.slow
