@@ -41,11 +41,11 @@ fit stays far from significance (p > :data:`P_REFIT`) is not refitted in full: o
 benchmark's seed-1 machine #4 three refits (short-fit p 0.84, 1, 0.24) took 640 s of a 785 s
 stage for nothing; with the rule its answer was white from the first round, its candidates'
 short fits had p 0.70-1 and none was refitted (736 s against 1268 s). Not on the short fit's
-p alone: a mass added with its spring stiffest cannot find
-its mode in a short fit, and the refits that found seed-0 #2's and #11's truths had short-fit
-p 1 and 0.91 (their answers' residuals failing the tests). The next round's simpler neighbours
-and richer candidates are those of the answer the rule chose. ``StructureSearch.selection_``
-records the count, the level and the moves.
+p alone: a mass added with its spring stiffest cannot find its mode in a short fit, and the
+refits that led to seed-0 #2's and #11's answers had short-fit p 1 and 0.91 (their answers'
+residuals failing the tests). The next round's simpler neighbours and richer candidates are
+those of the answer the rule chose. ``StructureSearch.selection_`` records the count, the
+level and the moves.
 
 Over the friction gain (``gp.final_gain``, the ``data`` preset's default): every fit of the
 stage with Coulomb or Stribeck friction is profiled over the gain, and a fit at a gain it chose
@@ -249,8 +249,9 @@ class Screens:
     ``make(screen_settings(settings, gain))`` of the short fits (one per round that screens);
     ``n_identifications`` counts them all, ``rows()`` lists them (``selection_["screened"]``:
     the structure, RSS and model parameter count of each short fit, in order; with the
-    answer it was tested against, ``answer`` and ``answer_rss``, its ``p`` against it and
-    whether it was ``refit`` in full, where :func:`richer_jobs` noted them)."""
+    answer it was tested against, ``answer`` and ``answer_rss``, its ``p`` against it,
+    whether it was ``refit`` in full and the threshold ``p_refit`` applied, where
+    :func:`richer_jobs` noted them)."""
 
     def __init__(self, make: Callable[[GPSettings], Any], settings: GPSettings) -> None:
         self.make, self.settings = make, settings

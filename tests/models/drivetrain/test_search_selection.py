@@ -220,28 +220,29 @@ def test_the_richer_refits_contain_the_answer_and_start_from_it():
     assert delay["T_d"] == min(max(0.0, s.specs("delay")[0].lower), s.specs("delay")[0].upper)
 
 
-def test_the_richer_refits_are_chosen_by_short_fits_from_the_answer():
-    # the truth (four masses + gravity) stalled in the search above the answer's RSS: its p
-    # is 1 and the search's fits alone put it last of three candidates (RICHER = 2 refits).
-    # Fitted briefly from the answer's start, it drops well below: it is refitted, from its
-    # short fit's parameters; the short fits run at the answer's gain, from its start
+def _richer_case():
+    """A two-mass answer, three richer candidates in the search (four masses stalled there,
+    p 1) and their short fits from the answer (four masses far below it)."""
     s = GPSettings(allowed=("one_mass", "two_mass", "three_mass", "four_mass", "gravity",
                             "delay"))  # fmt: skip
     two = replace(_ev(TWO, 0.110, 5), parameters={"J1": 0.02, "J2": 0.03, "c1": 80.0,
                                                   "d1": 0.1, "M_G": 0.5})  # fmt: skip
     delay = [*TWO, "delay"]
     search = [two, _ev(THREE, 0.115, 8), _ev(FOUR, 1.0, 11), _ev(delay, 0.1095, 6)]
+    short = {ev.structure: ev for ev in (_ev(THREE, 0.100, 8), _ev(delay, 0.1095, 6),
+                                         replace(_ev(FOUR, 0.080, 11), parameters={"J4": 0.4}))}  # fmt: skip
+    return s, two, delay, search, short
+
+
+def test_the_richer_refits_are_chosen_by_short_fits_from_the_answer():
+    # the truth (four masses + gravity) stalled in the search above the answer's RSS: its p
+    # is 1 and the search's fits alone put it last of three candidates (RICHER = 2 refits).
+    # Fitted briefly from the answer's start, it drops well below: it is refitted, from its
+    # short fit's parameters; the short fits run at the answer's gain, from its start
+    s, two, delay, search, short = _richer_case()
     assert finalists.RICHER == 2
     plain = finalists.richer_jobs(two, search, N_EFF, set(), s)
     assert tuple(FOUR) not in [sp.structure for _, sp in plain]
-    short = {
-        ev.structure: ev
-        for ev in (
-            _ev(THREE, 0.100, 8),
-            _ev(delay, 0.1095, 6),
-            replace(_ev(FOUR, 0.080, 11), parameters={"J4": 0.4}),
-        )
-    }
     gains: list[float] = []
 
     def screen(gain):
@@ -252,34 +253,6 @@ def test_the_richer_refits_are_chosen_by_short_fits_from_the_answer():
     assert [sp.structure for _, sp in jobs] == [tuple(FOUR), tuple(THREE)]
     assert dict(jobs[0][1].start) == {"J4": 0.4}  # from the short fit
     assert gains == [s.f_tanh]  # the answer was fitted at the search's gain
-    # a short fit far from significance is not refitted: only those at p <= p_refit
-    p_four, p_three = (selection.p_value(two, short[tuple(x)], N_EFF) for x in (FOUR, THREE))
-    assert p_four < 1e-6 < 1e-3 < p_three <= finalists.P_REFIT
-    only = finalists.richer_jobs(
-        two, search, N_EFF, set(), s, screen=screen, white=lambda ev: True, p_refit=1e-3
-    )
-    assert [sp.structure for _, sp in only] == [tuple(FOUR)]
-    assert (
-        finalists.richer_jobs(
-            two, search, N_EFF, set(), s, screen=screen, white=lambda ev: True, p_refit=0.0
-        )
-        == []
-    )
-    off = finalists.richer_jobs(two, search, N_EFF, set(), s, screen=screen,
-                                white=lambda ev: False, p_refit=1e-3)  # fmt: skip
-    assert [sp.structure for _, sp in off] == [tuple(FOUR), tuple(THREE)]  # residuals not white
-    asked: list = []
-    finalists.richer_jobs(two, search[:3], N_EFF, set(), s, screen=screen,
-                          white=lambda ev: asked.append(ev) or True)  # fmt: skip
-    assert asked == []  # two candidates or fewer: nothing screened, the residuals not asked
-    noted = finalists.Screens(lambda _s: _FakeDispatch(short), s)
-    finalists.richer_jobs(
-        two, search, N_EFF, set(), s, screen=noted, white=lambda ev: True, p_refit=1e-3
-    )
-    rows = {r["names"]: r for r in noted.rows()}
-    assert [rows[",".join(FOUR)]["refit"], rows[",".join(THREE)]["refit"]] == [True, False]
-    assert rows[",".join(THREE)]["p"] == pytest.approx(p_three)
-    assert {r["answer"] for r in rows.values()} == {",".join(TWO)}
     gains.clear()
     # the short fits started where the plain route's refits start: the answer, switched off
     starts = [sp for _, sp in finalists.richer_jobs(two, search, N_EFF, set(), s, n=3)]
@@ -309,6 +282,37 @@ def test_the_richer_refits_are_chosen_by_short_fits_from_the_answer():
     ident = settings.identification
     assert (settings.f_tanh, ident.n_starts, ident.max_nfev, ident.screen_nfev) == (7.5, 1, 40, 0)
     assert (ident.extend_rounds, ident.backlash_smoothing, ident.ladder_seed) == (0, (), False)
+
+
+def test_with_white_residuals_only_short_fits_near_significance_are_refitted():
+    # a short fit far from significance is not refitted: only those at p <= p_refit, and
+    # only where the answer's residuals are white (asked only when short fits choose)
+    s, two, _delay, search, short = _richer_case()
+
+    def screen(gain):
+        return _FakeDispatch(short)
+
+    p_four, p_three = (selection.p_value(two, short[tuple(x)], N_EFF) for x in (FOUR, THREE))
+    assert p_four < 1e-6 < 1e-3 < p_three <= finalists.P_REFIT
+    white = {"screen": screen, "white": lambda ev: True}
+    only = finalists.richer_jobs(two, search, N_EFF, set(), s, **white, p_refit=1e-3)
+    assert [sp.structure for _, sp in only] == [tuple(FOUR)]
+    assert finalists.richer_jobs(two, search, N_EFF, set(), s, **white, p_refit=0.0) == []
+    off = finalists.richer_jobs(two, search, N_EFF, set(), s, screen=screen,
+                                white=lambda ev: False, p_refit=1e-3)  # fmt: skip
+    assert [sp.structure for _, sp in off] == [tuple(FOUR), tuple(THREE)]  # residuals not white
+    asked: list = []
+    finalists.richer_jobs(two, search[:3], N_EFF, set(), s, screen=screen,
+                          white=lambda ev: asked.append(ev) or True)  # fmt: skip
+    assert asked == []  # two candidates or fewer: nothing screened, the residuals not asked
+    noted = finalists.Screens(lambda _s: _FakeDispatch(short), s)
+    finalists.richer_jobs(two, search, N_EFF, set(), s, screen=noted, white=white["white"],
+                          p_refit=1e-3)  # fmt: skip
+    rows = {r["names"]: r for r in noted.rows()}
+    assert [rows[",".join(FOUR)]["refit"], rows[",".join(THREE)]["refit"]] == [True, False]
+    assert rows[",".join(THREE)]["p"] == pytest.approx(p_three)
+    assert {r["answer"] for r in rows.values()} == {",".join(TWO)}
+    assert {r["p_refit"] for r in rows.values()} == {1e-3}
 
 
 def _exact(structure, rss, d, floor=1e-10, k_p=2.0) -> Evaluation:
