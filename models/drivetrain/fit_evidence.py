@@ -121,6 +121,14 @@ def structure_evidence(
     resid = residual_analysis(e[part], data.u[part], max_lag=max_lag, confidence=confidence,
                               output=data.y[part])  # fmt: skip
     n_eff = effective_samples(int(e[part].size), resid)
+    if resid.passed is False:  # say what a FAIL means for the answer, where the user reads it
+        a, c = resid.autocorrelation, resid.cross_correlation
+        notes.append(f"the residual tests fail (autocorrelation {a.worst:.3g} at lag "
+                     f"{a.worst_lag}, cross-correlation with the input {c.worst:.3g} at lag "
+                     f"{c.worst_lag}; band +-{a.family_band:.3g}): the recording shows dynamics "
+                     f"this structure does not model (a part missing, perhaps acting above the "
+                     f"{settings.identification.prefilter_hz:g} Hz prefilter, or another "
+                     f"friction shape); the intervals and rivals assume it complete")  # fmt: skip
     if n_eff < e[part].size:  # coloured residuals: the white-noise formulas are too sure
         factor = float(np.sqrt(e[part].size / n_eff))
         intervals = widened(intervals, factor)

@@ -83,6 +83,10 @@ def test_a_search_fits_residual_tests_are_the_evidences_and_see_a_missing_part()
         assert a.values == pytest.approx(b.values, rel=1e-9, abs=1e-12)
     lame = identify(IndividualSpec(("one_mass", "viscous"), start[::2]), data, settings)
     assert answer_residuals(lame, data, settings).passed is False
+    notes = structure_evidence(lame.structure, lame.parameters, data, settings).notes
+    assert any(n.startswith("the residual tests fail") and "does not model" in n for n in notes)
+    assert not any("residual tests fail" in n for n in
+                   structure_evidence(truth.structure, truth.parameters, data, settings).notes)  # fmt: skip
     white = residuals_white(data, settings)
     assert white(truth) is True and white(lame) is False
     assert white(replace(truth, parameters={})) is False  # a fit that cannot simulate: not white
