@@ -83,6 +83,14 @@ def answer_facts(search: Any, rec: Any) -> dict:
     return {"answer_parameters": dict(search.best_parameters_), "residuals_passed": res.passed}
 
 
+def residual_word(passed: Any) -> str:
+    """A row's ``residuals_passed`` in a word: pass, fail, "n/a, exact fit" (None: the tests
+    stand aside), "" for anything else (a row without it, or hand-edited)."""
+    if isinstance(passed, bool) or passed is None:
+        return {True: "pass", False: "fail"}.get(passed, "n/a, exact fit")
+    return ""
+
+
 def dynamics_line(d: dict | None) -> str:
     """The truth's modes, lag corner and dead time for a machine's line ("" if none)."""
     d = d if isinstance(d, dict) else {}  # a row without them, or hand-edited
@@ -122,9 +130,8 @@ def show_search(r: dict, load: float) -> None:
              f" gain {a.get('f_tanh', float('nan')):.4g}" if a else "")  # fmt: skip
     par = (f", ident {r['ident']:.2g}, outside 95 % {','.join(r['outside']) or '-'}"
            if "ident" in r else "")  # fmt: skip
-    told = r.get("residuals_passed", "?")  # rows before session 23 have no word
-    if isinstance(told, bool) or told is None:
-        par += f", residual tests {({True: 'pass', False: 'fail'}).get(told, 'n/a, exact fit')}"
+    word = residual_word(r.get("residuals_passed", "?"))  # rows before session 23: no word
+    par += f", residual tests {word}" if word else ""
     par += gain_line(r.get("gain")) + dynamics_line(r.get("dynamics")) + r.get("evidence", "")
     print(f"  #{r['machine']:2d} {r['kind']}: found {r['found']} [{r['relation']}] fitness "
           f"{r['fitness']:.4g} RSS {r['rss']:.4g} d {r['d']}; {inner}{alone}{par} "

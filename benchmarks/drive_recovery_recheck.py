@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from benchmarks._drive_machines import add_noise, draw_machine, preset_settings, simulate_machine
 from benchmarks._recovery_checks import interval_check, interval_figures, residual_figures
 from benchmarks._report import Bench, add_arguments
+from benchmarks._search_diagnosis import residual_word
 from methods.errors import InputError
 
 #: what a hand-edited or foreign row raises (a field missing or of the wrong kind)
@@ -128,8 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             told = []
             for row in sorted(search_rows(args.rows, exact=False), key=lambda r: r["machine"]):
                 told.append(residuals(row))
-                word = {True: "pass", False: "fail"}.get(told[-1]["residuals_passed"],
-                                                           told[-1].get("recheck_error", "n/a"))  # fmt: skip
+                word = told[-1].get("recheck_error") or residual_word(told[-1]["residuals_passed"])
                 print(f"  # {row.get('machine')} {row.get('kind')} -> {row.get('found')} "
                       f"[{row.get('relation')}]: residual tests {word}", flush=True)  # fmt: skip
             residual_figures(bench, told)
