@@ -270,6 +270,24 @@ def dynamics(m: Machine) -> dict:
             "delay_ms": round(1e3 * td, 3) if td else None}  # fmt: skip
 
 
+def prefilter_arg(text: str) -> str:
+    """A benchmark's ``--prefilter``: ``default``, ``spectrum`` or a cut-off in Hz (> 0, as
+    text: rows keep it as given)."""
+    import argparse
+
+    if text in ("default", "spectrum"):
+        return text
+    try:
+        hz = float(text)
+    except ValueError:
+        hz = float("nan")
+    if not (hz > 0 and hz < float("inf")):
+        raise argparse.ArgumentTypeError(
+            f"--prefilter must be default, spectrum or a cut-off in Hz > 0, got {text!r}"
+        )
+    return text
+
+
 def add_noise(rec: pd.DataFrame, percent: float, rng: np.random.Generator) -> pd.DataFrame:
     """White noise of ``percent`` of the velocity's range on the velocity only."""
     out = rec.copy()
@@ -278,13 +296,19 @@ def add_noise(rec: pd.DataFrame, percent: float, rng: np.random.Generator) -> pd
     return out
 
 
-def preset_settings(rec, wide: bool, spectrum: bool, **kwargs):
-    """The data preset on ``rec``'s scales (``wide`` boxes or not); with ``spectrum`` at the
-    prefilter cut-off the recording's spectrum suggests (``Scales.prefilter_hz``), else the
-    preset's 25 Hz."""
+def preset_settings(rec, wide: bool, prefilter: bool | str, **kwargs):
+    """The data preset on ``rec``'s scales (``wide`` boxes or not) at the prefilter cut-off
+    ``prefilter`` names: ``"spectrum"`` (or True) the one the recording's spectrum suggests
+    (``Scales.prefilter_hz``), a number (text) that cut-off in Hz, ``"default"`` (or False)
+    the preset's 25 Hz (:func:`prefilter_arg`)."""
     from models.drivetrain.gp.presets import data_settings
     from models.drivetrain.scales import estimate_scales
 
     scales = estimate_scales(rec)
-    cut = {"prefilter_hz": scales.prefilter_hz} if spectrum else {}
+    if prefilter in (True, "spectrum"):
+        cut = {"prefilter_hz": scales.prefilter_hz}
+    elif prefilter in (False, "default"):
+        cut = {}
+    else:
+        cut = {"prefilter_hz": float(prefilter_arg(str(prefilter)))}
     return data_settings(scales, wide=wide, **cut, **kwargs)

@@ -32,7 +32,8 @@ true structure's identification must reach RSS <= 1e-6 of the output's sum of sq
 smoothed backlash, ladder starts; ``--continuation off``: the search's own fit). Failures are
 printed by kind (``kit``: truth outside the box, the truth not exact in the fit's model, or a
 stalled fit); ``search`` also its choice by the evidence (``gp.selection``) and prefilter
-(``--prefilter spectrum``: the cut-off the recording's spectrum suggests; default 25 Hz)."""
+(``--prefilter spectrum``: the cut-off the recording's spectrum suggests; ``--prefilter 80``: 80 Hz;
+default 25 Hz)."""
 
 from __future__ import annotations
 
@@ -51,7 +52,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from benchmarks._drive_machines import add_noise, draw_machine, preset_settings, simulate_machine
+from benchmarks._drive_machines import (
+    add_noise,
+    draw_machine,
+    prefilter_arg,
+    preset_settings,
+    simulate_machine,
+)
 from benchmarks._recovery_checks import (
     box_misses,
     interval_check,
@@ -76,7 +83,7 @@ REACHED = 2.0  # RSS / noise floor counted as "reached the floor"
 PARAM_TOL = 0.10
 WIDE = True  # issue 26's boxes (--boxes narrow: the data preset's default, issue 13's)
 PROFILE_GAIN = False  # --friction-gain profile: choose the tanh gain by the fit
-SPECTRUM = False  # --prefilter spectrum: the cut-off the recording's spectrum suggests
+PREFILTER = "default"  # --prefilter: default (25 Hz), spectrum or a cut-off in Hz
 CONTINUE = True  # --continuation off: without drive fit's continuations (the search's fit)
 
 
@@ -85,7 +92,7 @@ def identify_truth(structure, rec, stage: bool = False):
     ``--friction-gain profile``: over the friction gain, ``models.drivetrain.friction_gain``;
     the settings returned carry the chosen gain; ``stage``: over the gain as the search's final
     stage identifies, ``gp.final_gain``)."""
-    gp = preset_settings(rec, WIDE, SPECTRUM, position="position_rad" in rec)
+    gp = preset_settings(rec, WIDE, PREFILTER, position="position_rad" in rec)
     gp = continued(gp) if CONTINUE else gp
     start = tuple(sorted((sp.name, sp.nominal) for k in structure for sp in gp.specs(k)))
     spec = IndividualSpec(tuple(structure), start, refine_above=0.0)
@@ -193,7 +200,7 @@ def search_one(i: int, m, rec, args) -> dict:
     from benchmarks.drive_search import ProcessMap
     from models.drivetrain.gp import StructureSearch
 
-    gp = preset_settings(rec, WIDE, SPECTRUM, position=True, population=args.population,
+    gp = preset_settings(rec, WIDE, PREFILTER, position=True, population=args.population,
                          generations=args.generations)  # fmt: skip
     pmap, t0 = ProcessMap(args.workers), time.perf_counter()
     try:
@@ -334,8 +341,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--search-gain", choices=["auto", "fixed", "profile", "adapt"],
                         default="auto", help="search: the friction gain (gp.final_gain)")  # fmt: skip
     parser.add_argument("--continuation", choices=["on", "off"], default="on")
-    parser.add_argument("--prefilter", choices=["default", "spectrum"], default="default",
-                        help="the data preset's 25 Hz, or the recording's spectrum's cut-off")  # fmt: skip
+    parser.add_argument("--prefilter", type=prefilter_arg, default="default",
+                        help="the data preset's 25 Hz (default), the recording's spectrum's "
+                        "cut-off (spectrum), or a cut-off in Hz")  # fmt: skip
     for name in ("--population", "--generations"):
         parser.add_argument(name, type=int, default=10, help="search: as the CLI's")
     parser.add_argument("--workers", type=int, default=2, help="search: worker processes")
@@ -345,8 +353,8 @@ def main(argv: list[str] | None = None) -> int:
                         ".jsonl file: appended per machine, a rerun skips those done")  # fmt: skip
     add_arguments(parser, repeats=1)
     args = parser.parse_args(argv)
-    global WIDE, PROFILE_GAIN, CONTINUE, SPECTRUM
-    SPECTRUM = args.prefilter == "spectrum"
+    global WIDE, PROFILE_GAIN, CONTINUE, PREFILTER
+    PREFILTER = args.prefilter
     WIDE, PROFILE_GAIN = args.boxes == "wide", args.friction_gain == "profile"
     CONTINUE = args.continuation == "on"
     bench = Bench(f"drive_recovery-{args.mode}", "drive-recovery", args.repeats, args.json)

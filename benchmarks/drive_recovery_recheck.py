@@ -65,7 +65,7 @@ def regenerated(row: dict) -> tuple:
     for i in range(row["machine"] + 1):  # the machines are drawn in sequence
         m = draw_machine(rng, i)
         rec = add_noise(simulate_machine(m), key["noise_percent"], rng)
-    gp = preset_settings(rec, key["boxes"] == "wide", key["prefilter"] == "spectrum",
+    gp = preset_settings(rec, key["boxes"] == "wide", key["prefilter"],
                          position=True, population=key["population"],
                          generations=key["generations"])  # fmt: skip
     return m, rec, replace(gp, f_tanh=float(row["gain"]["f_tanh"]))
