@@ -34,7 +34,7 @@ from flows.cli_validate import (
 from flows.drive.settings import DriveFit, DriveSearch, check_search_recording
 from methods.errors import InputError
 from models.budget import check_samples
-from tasks.drive.result import DriveResult, gain_text, joint_text, move_texts
+from tasks.drive.result import DriveResult, gain_text, joint_text, move_texts, periodic_text
 
 app = typer.Typer(
     rich_markup_mode="markdown",
@@ -224,7 +224,7 @@ def _print_parameters(result: DriveResult) -> None:
         f"residual tests ({100 * res['confidence']:g} %, N {res['n']}, lags <= "
         f"{auto['lags'][-1]}): {verdict}; autocorrelation worst {auto['worst']:.3g} at lag "
         f"{auto['worst_lag']}, cross-correlation with the input worst {cross['worst']:.3g} at "
-        f"lag {cross['worst_lag']} (band +-{auto['family_band']:.3g})"
+        f"lag {cross['worst_lag']} (band +-{auto['family_band']:.3g}){periodic_text(res)}"
     )
     rivals = ev.get("rivals")
     if rivals:

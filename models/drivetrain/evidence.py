@@ -9,7 +9,9 @@ to an identified structure on a recording (docs/methods.md §2.9).
   the residual at lags 1..M and its cross-correlation with the input at lags 0..M, each with
   the per-lag band ``+-z/sqrt(N)`` (``z`` of ``confidence``) for the figure; the pass/fail uses
   the family band ``+-z_B/sqrt(N)`` with a Bonferroni ``z_B`` over the lags, so a white residual
-  independent of the input fails at most at rate ``1 - confidence`` per test.
+  independent of the input fails at most at rate ``1 - confidence`` per test. Given the sample
+  time, a third test looks for a periodic component the lags miss: Fisher's g on the
+  residual's periodogram (``models.drivetrain.periodic``), at the same level.
 - **Rival table** (:func:`rival_table`): the structure and its one-step neighbours with RSS,
   parameter count, AIC ``n ln(RSS/n) + 2d``, BIC ``n ln(RSS/n) + d ln n`` and the F-test of
   each nested pair; the preferred structure is the lowest BIC among the structure itself, its
@@ -34,10 +36,11 @@ from models.drivetrain.intervals import (
     filter_adjoint,
     parameter_uncertainty,
 )
+from models.drivetrain.periodic import PeriodicTest, periodic_test
 
 #: re-exported from ``models.drivetrain.intervals`` (callers import them from here)
 __all__ = ["EXACT_FIT", "RANK_TOL", "UNDERFIT", "CorrelationTest", "Evidence",
-           "ParameterInterval", "ResidualAnalysis", "Rival", "RivalTable", "f_test",
+           "ParameterInterval", "PeriodicTest", "ResidualAnalysis", "Rival", "RivalTable", "f_test",
            "filter_adjoint", "information", "parameter_uncertainty", "residual_analysis",
            "rival_table"]  # fmt: skip
 
@@ -69,9 +72,10 @@ class CorrelationTest:
 
 @dataclass(frozen=True)
 class ResidualAnalysis:
-    """Autocorrelation of the residual and its cross-correlation with the input (``resid``).
+    """Autocorrelation of the residual and its cross-correlation with the input (``resid``),
+    and Fisher's periodic test (``periodic``; None without a sample time or samples enough).
 
-    ``passed``: both tests pass; None for an exact fit (residual at the numerical floor, the
+    ``passed``: every test passes; None for an exact fit (residual at the numerical floor, the
     tests say nothing)."""
 
     n: int
@@ -80,12 +84,14 @@ class ResidualAnalysis:
     cross_correlation: CorrelationTest
     passed: bool | None
     exact_fit: bool = False
+    periodic: PeriodicTest | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"n": self.n, "confidence": self.confidence, "passed": self.passed,
                 "exact_fit": self.exact_fit,
                 "autocorrelation": self.autocorrelation.to_dict(),
-                "cross_correlation": self.cross_correlation.to_dict()}  # fmt: skip
+                "cross_correlation": self.cross_correlation.to_dict(),
+                "periodic": self.periodic.to_dict() if self.periodic else None}  # fmt: skip
 
 
 def _correlation(values: np.ndarray, lags: Sequence[int], n: int, confidence: float):
@@ -107,12 +113,14 @@ def residual_analysis(
     max_lag: int = 25,
     confidence: float = 0.99,
     output: np.ndarray | None = None,
+    dt: float | None = None,
 ) -> ResidualAnalysis:
     """Residual tests over lags up to ``max_lag`` (at most N/4): ``r_ee(k) = sum e_t e_{t+k} /
     sum e_t^2`` (k >= 1) and ``r_eu(k) = sum e_{t+k} u_t / sqrt(sum e^2 sum u^2)`` (k >= 0: the
     input leads the residual), both of the mean-removed series. Under "the residual is white and
     independent of the input" each is ~N(0, 1/N). ``output``: the measured output, to call a
-    residual at the numerical floor an exact fit."""
+    residual at the numerical floor an exact fit. ``dt``: the sample time (s), for Fisher's
+    periodic test (``models.drivetrain.periodic``; without it, not run)."""
     e = np.asarray(residual, float) - float(np.mean(residual))
     x = np.asarray(u, float) - float(np.mean(u))
     n = e.size
@@ -127,8 +135,10 @@ def residual_analysis(
         exact = ee <= EXACT_FIT * max(float(np.sum((y - y.mean()) ** 2)), 1e-300)
     a = _correlation(auto, range(1, m + 1), n, confidence)
     c = _correlation(cross, range(0, m + 1), n, confidence)
-    passed = None if exact else bool(a.passed and c.passed)
-    return ResidualAnalysis(n, confidence, a, c, passed, exact)
+    periodic = None if dt is None else periodic_test(e, dt, confidence)
+    passed = None if exact else bool(a.passed and c.passed and (periodic is None
+                                                                  or periodic.passed))  # fmt: skip
+    return ResidualAnalysis(n, confidence, a, c, passed, exact, periodic)
 
 
 def information(rss: float, n: float, d: int) -> tuple[float, float]:
@@ -278,6 +288,11 @@ class Evidence:
                      f"cross-correlation with the input worst {r.cross_correlation.worst:.3g} "
                      f"at lag {r.cross_correlation.worst_lag} (band "
                      f"{r.autocorrelation.family_band:.3g})")  # fmt: skip
+        if r.periodic is not None:
+            q = r.periodic
+            lines.append(f"periodic component (Fisher's g): {'pass' if q.passed else 'FAIL'}; "
+                         f"peak {q.frequency_hz:.4g} Hz with {100 * q.share:.3g} % of the "
+                         f"residual's power, p {q.p_value:.2g}")  # fmt: skip
         if self.rivals is not None:
             t = self.rivals
             pref = ",".join(map(str, t.preferred))

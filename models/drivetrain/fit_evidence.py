@@ -38,6 +38,7 @@ from models.drivetrain.gp.signals import (
     split_index,
 )
 from models.drivetrain.simulate import CompiledSimulator, get_simulator
+from models.drivetrain.spectrum import cutoff_above
 from models.drivetrain.submodels import parse_structure
 
 #: relative step of the friction gain's central difference (:func:`gain_column`): the
@@ -119,16 +120,10 @@ def structure_evidence(
     )  # fmt: skip
     part, part_name = tested_part(data, settings)
     resid = residual_analysis(e[part], data.u[part], max_lag=max_lag, confidence=confidence,
-                              output=data.y[part])  # fmt: skip
+                              output=data.y[part], dt=data.dt)  # fmt: skip
     n_eff = effective_samples(int(e[part].size), resid)
     if resid.passed is False:  # say what a FAIL means for the answer, where the user reads it
-        a, c = resid.autocorrelation, resid.cross_correlation
-        notes.append(f"the residual tests fail (autocorrelation {a.worst:.3g} at lag "
-                     f"{a.worst_lag}, cross-correlation with the input {c.worst:.3g} at lag "
-                     f"{c.worst_lag}; band +-{a.family_band:.3g}): the recording shows dynamics "
-                     f"this structure does not model (a part missing, perhaps acting above the "
-                     f"{settings.identification.prefilter_hz:g} Hz prefilter, or another "
-                     f"friction shape); the intervals and rivals assume it complete")  # fmt: skip
+        notes.append(failure_note(resid, settings.identification.prefilter_hz, data.dt))
     if n_eff < e[part].size:  # coloured residuals: the white-noise formulas are too sure
         factor = float(np.sqrt(e[part].size / n_eff))
         intervals = widened(intervals, factor)
@@ -177,7 +172,33 @@ def answer_residuals(
     y = sim.simulate(sim.model.values(ev.parameters), data.u, start_velocity(data, at))
     part, _ = tested_part(data, at)
     return residual_analysis((y - data.y)[part], data.u[part], max_lag=max_lag,
-                             confidence=confidence, output=data.y[part])  # fmt: skip
+                             confidence=confidence, output=data.y[part], dt=data.dt)  # fmt: skip
+
+
+def failure_note(resid: ResidualAnalysis, prefilter_hz: float, dt: float) -> str:
+    """What failed residual tests mean for the answer: the worst lags, a periodic component's
+    frequency, and, where that lies above the prefilter the fit looked through, the cut-off
+    that would show it (``spectrum.cutoff_above``; ``--prefilter`` of ``drive identify`` and
+    ``drive fit``, the form's *prefilter*)."""
+    a, c, q = resid.autocorrelation, resid.cross_correlation, resid.periodic
+    head = (f"the residual tests fail (autocorrelation {a.worst:.3g} at lag {a.worst_lag}, "
+            f"cross-correlation with the input {c.worst:.3g} at lag {c.worst_lag}; band "
+            f"+-{a.family_band:.3g}")  # fmt: skip
+    hint = (f"perhaps acting above the {prefilter_hz:g} Hz prefilter" if prefilter_hz
+            else "perhaps a mode or a loop")  # fmt: skip
+    if q is not None and not q.passed:
+        head += (f"; a periodic component at {q.frequency_hz:.4g} Hz, {100 * q.share:.3g} % of "
+                 f"the residual's power, Fisher's p {q.p_value:.2g}")  # fmt: skip
+        if prefilter_hz and q.frequency_hz > prefilter_hz:
+            cut = cutoff_above(q.frequency_hz, dt)
+            hint = (f"acting above the {prefilter_hz:g} Hz prefilter, where the fit does not "
+                    f"look: identify again with --prefilter {cut:g}"
+                    + (" (no prefilter)" if cut == 0 else ""))  # fmt: skip
+    return (
+        f"{head}): the recording shows dynamics this structure does not model (a part "
+        f"missing, {hint}; or another friction shape); the intervals and rivals assume it "
+        f"complete"
+    )
 
 
 def residuals_white(data: RecordingArrays, settings: GPSettings) -> Callable[[Evaluation], bool]:

@@ -84,8 +84,8 @@ def plot_residual_correlations(residuals, *, title: str = "residual analysis"):
     """MATLAB ``resid``'s figure from a ``models.drivetrain.evidence.ResidualAnalysis``:
     autocorrelation of the residual (lags 1..M) and its cross-correlation with the input
     (lags 0..M) as stems, the per-lag band +-z/sqrt(N) dashed and the test's family band
-    (Bonferroni over the lags) solid; the verdict of each test in its title. Returns the
-    Figure."""
+    (Bonferroni over the lags) solid; the verdict of each test in its title, Fisher's periodic
+    test's in the figure's. Returns the Figure."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -104,6 +104,11 @@ def plot_residual_correlations(residuals, *, title: str = "residual analysis"):
                    else "pass" if test.passed else "FAIL")  # fmt: skip
         ax.set_title(f"{name}: {verdict} ({conf}, N = {residuals.n})", fontsize=9)
     axes[-1].set_xlabel("lag [samples]")
-    fig.suptitle(title)
+    q = residuals.periodic
+    if q is not None:  # Fisher's test: one number, no panel (the evidence keeps no spectrum)
+        title += (f"\nperiodic component: {'pass' if q.passed else 'FAIL'}, peak "
+                  f"{q.frequency_hz:.4g} Hz with {100 * q.share:.3g} % of the power (Fisher's p "
+                  f"{q.p_value:.2g})")  # fmt: skip
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig

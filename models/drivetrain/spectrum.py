@@ -129,6 +129,17 @@ def prefilter_choice(v: np.ndarray, dt: float) -> PrefilterChoice:
                            f"up to {visible:.3g} Hz")  # fmt: skip
 
 
+def cutoff_above(hz: float, dt: float) -> float:
+    """The prefilter cut-off that passes a component at ``hz`` as ``prefilter_choice``'s passes
+    the visible band: ``MARGIN`` x ``hz`` rounded up to two significant digits (never below
+    the margin); 0.0 (no prefilter) where that lies above a quarter of the sampling rate, the
+    band the cut-offs are trusted in."""
+    cut = MARGIN * hz
+    unit = 10.0 ** (math.floor(math.log10(cut)) - 1)
+    cut = significant(math.ceil(cut / unit - 1e-9) * unit)
+    return cut if cut <= TOP_BAND / dt else 0.0
+
+
 def significant(value: float, digits: int = 2) -> float:
     """``value`` > 0 rounded to ``digits`` significant digits (a scale, not a result: the
     spectrum's bins lie 2 Hz apart at 1 kHz and 3 s; recordings of one machine, and EMPS

@@ -208,6 +208,9 @@ class DriveRecorder(Recorder):
             metrics["evidence.condition"] = float(evidence.condition)
         if evidence.residuals.passed is not None:
             metrics["evidence.residuals_passed"] = float(evidence.residuals.passed)
+        if evidence.residuals.periodic is not None:
+            q = evidence.residuals.periodic
+            metrics |= {"evidence.periodic_p": q.p_value, "evidence.periodic_hz": q.frequency_hz}
         params = {"evidence.identifiable": str(evidence.identifiable)}
         if evidence.rivals is not None:
             metrics["evidence.rivals_agree"] = float(evidence.rivals.agrees)

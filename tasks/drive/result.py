@@ -128,6 +128,19 @@ def joint_text(p: dict[str, Any]) -> str:
     return f"{lo:.4g} .. {hi:.4g}"
 
 
+def periodic_text(residuals: dict[str, Any]) -> str:
+    """``"; periodic component ..."`` for a result's ``evidence.residuals`` with Fisher's test
+    (``models.drivetrain.periodic``), else empty (results stored before it)."""
+    q = residuals.get("periodic")
+    if not isinstance(q, dict):
+        return ""
+    return (
+        f"; periodic component {'pass' if q['passed'] else 'FAIL'} (peak "
+        f"{q['frequency_hz']:.4g} Hz, {100 * q['share']:.3g} % of the power, Fisher's p "
+        f"{q['p_value']:.2g})"
+    )
+
+
 def evidence_lines(evidence: dict[str, Any] | None) -> list[str]:
     """The evidence of a drive result as Markdown: intervals, residual tests, rival table."""
     if not evidence:
@@ -146,7 +159,8 @@ def evidence_lines(evidence: dict[str, Any] | None) -> list[str]:
              f"Residual tests ({cell(100 * res['confidence'])} %, N = {res['n']}): {verdict}; "
              f"autocorrelation {'pass' if res['autocorrelation']['passed'] else 'FAIL'}, "
              f"cross-correlation with the input "
-             f"{'pass' if res['cross_correlation']['passed'] else 'FAIL'}"]  # fmt: skip
+             f"{'pass' if res['cross_correlation']['passed'] else 'FAIL'}"
+             f"{cell(periodic_text(res))}"]  # fmt: skip
     rivals = evidence.get("rivals")
     if rivals:
         rows = [[",".join(map(str, r["codes"])), r["relation"], r["rss"], r["n_params"],
