@@ -80,15 +80,29 @@ def answer_facts(search: Any, rec: Any) -> dict:
     from models.drivetrain.gp.recording import as_arrays
 
     res = answer_residuals(search.best_evaluation_, as_arrays(rec), search.settings)
-    return {"answer_parameters": dict(search.best_parameters_), "residuals_passed": res.passed}
+    return {"answer_parameters": dict(search.best_parameters_)} | residual_facts(res)
 
 
-def residual_word(passed: Any) -> str:
+def residual_facts(res: Any) -> dict:
+    """A row's ``residuals_passed`` and ``periodic`` (Fisher's test: peak and p; None without
+    it) from a ``ResidualAnalysis``."""
+    return {"residuals_passed": res.passed,
+            "periodic": res.periodic.to_dict() if res.periodic is not None else None}  # fmt: skip
+
+
+def residual_word(row: dict) -> str:
     """A row's ``residuals_passed`` in a word: pass, fail, "n/a, exact fit" (None: the tests
-    stand aside), "" for anything else (a row without it, or hand-edited)."""
-    if isinstance(passed, bool) or passed is None:
-        return {True: "pass", False: "fail"}.get(passed, "n/a, exact fit")
-    return ""
+    stand aside), "" for anything else (a row without it, or hand-edited); with the periodic
+    test's peak where the row has it (rows since session 24)."""
+    passed, q = row.get("residuals_passed", "?"), row.get("periodic")
+    if not (isinstance(passed, bool) or passed is None):
+        return ""
+    word = {True: "pass", False: "fail"}.get(passed, "n/a, exact fit")
+    try:
+        return word + (f" (periodic peak {float(q['frequency_hz']):.4g} Hz, p "
+                       f"{float(q['p_value']):.2g})" if isinstance(q, dict) else "")  # fmt: skip
+    except (KeyError, TypeError, ValueError):  # a hand-edited row: the word alone
+        return word
 
 
 def dynamics_line(d: dict | None) -> str:
@@ -130,7 +144,7 @@ def show_search(r: dict, load: float) -> None:
              f" gain {a.get('f_tanh', float('nan')):.4g}" if a else "")  # fmt: skip
     par = (f", ident {r['ident']:.2g}, outside 95 % {','.join(r['outside']) or '-'}"
            if "ident" in r else "")  # fmt: skip
-    word = residual_word(r.get("residuals_passed", "?"))  # rows before session 23: no word
+    word = residual_word(r)  # rows before session 23: no word
     par += f", residual tests {word}" if word else ""
     par += gain_line(r.get("gain")) + dynamics_line(r.get("dynamics")) + r.get("evidence", "")
     print(f"  #{r['machine']:2d} {r['kind']}: found {r['found']} [{r['relation']}] fitness "

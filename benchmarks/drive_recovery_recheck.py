@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from benchmarks._drive_machines import add_noise, draw_machine, preset_settings, simulate_machine
 from benchmarks._recovery_checks import interval_check, interval_figures, residual_figures
 from benchmarks._report import Bench, add_arguments
-from benchmarks._search_diagnosis import residual_word
+from benchmarks._search_diagnosis import residual_facts, residual_word
 from methods.errors import InputError
 
 #: what a hand-edited or foreign row raises (a field missing or of the wrong kind)
@@ -94,9 +94,9 @@ def residuals(row: dict) -> dict:
                                                   if row.get("relation") == "same" else None)  # fmt: skip
         if not params:
             fit = StructureFit(structure, settings=gp, rivals=False).fit(rec)
-            return row | {"residuals_passed": fit.evidence_.residuals.passed}
+            return row | residual_facts(fit.evidence_.residuals)
         answer = SimpleNamespace(structure=structure, parameters=params, n_sub=row.get("n_sub"))
-        return row | {"residuals_passed": answer_residuals(answer, as_arrays(rec), gp).passed}
+        return row | residual_facts(answer_residuals(answer, as_arrays(rec), gp))
     except ROW_ERRORS as err:
         return row | {"residuals_passed": None, "recheck_error": f"{type(err).__name__}: {err}"}
 
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             told = []
             for row in sorted(search_rows(args.rows, exact=False), key=lambda r: r["machine"]):
                 told.append(residuals(row))
-                word = told[-1].get("recheck_error") or residual_word(told[-1]["residuals_passed"])
+                word = told[-1].get("recheck_error") or residual_word(told[-1])
                 print(f"  # {row.get('machine')} {row.get('kind')} -> {row.get('found')} "
                       f"[{row.get('relation')}]: residual tests {word}", flush=True)  # fmt: skip
             residual_figures(bench, told)

@@ -177,6 +177,13 @@ def test_the_residual_figures_count_told_answers_and_a_line_says_the_tests(capsy
         show_search(line | {"residuals_passed": value}, 0.5)
         out = capsys.readouterr().out
         assert (word in out) if word else "residual tests" not in out
+    show_search(line | {"residuals_passed": False,
+                        "periodic": {"frequency_hz": 52.6, "p_value": 6e-11}}, 0.5)  # fmt: skip
+    assert "residual tests fail (periodic peak 52.6 Hz, p 6e-11)" in capsys.readouterr().out
+    for periodic in ({"frequency_hz": "<b>"}, None, "x"):  # hand-edited or none: the word alone
+        show_search(line | {"residuals_passed": False, "periodic": periodic}, 0.5)
+        out = capsys.readouterr().out
+        assert "residual tests fail" in out and "periodic" not in out
 
 
 def test_a_row_keeps_the_answers_parameters_and_its_residual_tests():
@@ -198,4 +205,6 @@ def test_a_row_keeps_the_answers_parameters_and_its_residual_tests():
         search = SimpleNamespace(best_evaluation_=ev, best_parameters_=ev.parameters,
                                  settings=settings)  # fmt: skip
         facts = answer_facts(search, rec)
-        assert facts == {"answer_parameters": dict(ev.parameters), "residuals_passed": passed}
+        assert facts["answer_parameters"] == dict(ev.parameters)
+        assert facts["residuals_passed"] is passed
+        assert facts["periodic"]["bins"] == (rec.shape[0] - 1) // 2  # Fisher's test, whole record
