@@ -34,7 +34,14 @@ from flows.cli_validate import (
 from flows.drive.settings import DriveFit, DriveSearch, check_search_recording
 from methods.errors import InputError
 from models.budget import check_samples
-from tasks.drive.result import DriveResult, gain_text, joint_text, move_texts, periodic_text
+from tasks.drive.result import (
+    DriveResult,
+    gain_text,
+    joint_text,
+    move_texts,
+    periodic_text,
+    widened_text,
+)
 
 app = typer.Typer(
     rich_markup_mode="markdown",
@@ -194,6 +201,8 @@ def print_drive_result(result: DriveResult) -> None:
         stdout.print(f"the evidence moved the answer {move}")
     if gain_text(result.friction_gain):
         stdout.print(gain_text(result.friction_gain))
+    if result.widened:
+        stdout.print(widened_text(result.widened))
     _print_parameters(result)
     if result.validation:
         stdout.print(metrics_table("Open-loop validation", result.validation))

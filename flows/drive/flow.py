@@ -97,6 +97,7 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
     gain = friction_gain_record(search, settings.f_tanh)
     recorder.result(search, recording)
     recorder.friction_gain(gain)
+    recorder.widened(getattr(search, "widened_", None))
     recorder.evidence(evidence, recording)
     campaign = study.campaign or loaded["hash"][:12]
     units = "prismatic" if loaded["source"].startswith("emps:") else "rotary"
@@ -129,6 +130,7 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
         "fit": bool(study.structure),
         "selection": getattr(search, "selection_", None),
         "friction_gain": gain,
+        "widened": getattr(search, "widened_", None),
     }
 
 

@@ -175,6 +175,17 @@ def answer_residuals(
                              confidence=confidence, output=data.y[part], dt=data.dt)  # fmt: skip
 
 
+def wider_cutoff(resid: ResidualAnalysis, prefilter_hz: float, dt: float) -> float | None:
+    """The prefilter cut-off that shows what the residual tests found, where Fisher's periodic
+    test fails with its peak above a prefilter ``prefilter_hz`` > 0: ``spectrum.cutoff_above``
+    of the peak (0.0: no prefilter); else None (nothing periodic, or inside the band the fit
+    looks at)."""
+    q = resid.periodic
+    if not prefilter_hz or q is None or q.passed or q.frequency_hz <= prefilter_hz:
+        return None
+    return cutoff_above(q.frequency_hz, dt)
+
+
 def failure_note(resid: ResidualAnalysis, prefilter_hz: float, dt: float) -> str:
     """What failed residual tests mean for the answer: the worst lags, a periodic component's
     frequency, and, where that lies above the prefilter the fit looked through, the cut-off
@@ -189,8 +200,8 @@ def failure_note(resid: ResidualAnalysis, prefilter_hz: float, dt: float) -> str
     if q is not None and not q.passed:
         head += (f"; a periodic component at {q.frequency_hz:.4g} Hz, {100 * q.share:.3g} % of "
                  f"the residual's power, Fisher's p {q.p_value:.2g}")  # fmt: skip
-        if prefilter_hz and q.frequency_hz > prefilter_hz:
-            cut = cutoff_above(q.frequency_hz, dt)
+        cut = wider_cutoff(resid, prefilter_hz, dt)
+        if cut is not None:
             hint = (f"acting above the {prefilter_hz:g} Hz prefilter, where the fit does not "
                     f"look: identify again with --prefilter {cut:g}"
                     + (" (no prefilter)" if cut == 0 else ""))  # fmt: skip

@@ -92,6 +92,20 @@ class DriveRecorder(Recorder):
                          "friction_gain.estimated": str(bool(record["estimated"]))})  # fmt: skip
         self.run.json(record, "friction_gain.json")
 
+    def widened(self, record: dict[str, Any] | None) -> None:
+        """A search run again at a wider prefilter (`gp.widening`): `widened.*` params (the
+        cut-offs and the first answer; the `gp.*` params are the first search's) and metrics
+        (the periodic peak and its p), `widened.json`. Nothing when it ran once."""
+        if not record:
+            return
+        q = record["periodic"]
+        self.run.params({"widened.from_prefilter_hz": f"{record['from_prefilter_hz']:g}",
+                         "widened.to_prefilter_hz": f"{record['to_prefilter_hz']:g}",
+                         "widened.first_codes": ",".join(map(str, record["first_codes"]))})  # fmt: skip
+        self.run.metrics({"widened.peak_hz": float(q["frequency_hz"]),
+                          "widened.p_value": float(q["p_value"])})  # fmt: skip
+        self.run.json(record, "widened.json")
+
     def generation(self, g: int, best: Any) -> None:
         self.run.metrics({"best_fitness": float(best.fitness), "best_rss": float(best.rss)}, step=g)
 

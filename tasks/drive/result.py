@@ -56,6 +56,12 @@ class DriveResult:
     #: profile), `profiled`, the preset's `preset_f_tanh`, the model's `f_tanh`, whether the
     #: fit `estimated` it, and its `profile` ([f_tanh, rss] tried)
     friction_gain: dict[str, Any] | None = None
+    #: the search ran twice (`StructureSearch.widened_`, `gp.widening`): the first answer's
+    #: residual left a `periodic` component above its prefilter `from_prefilter_hz`, so the
+    #: answer comes from a search at `to_prefilter_hz` (0: none); the first answer's
+    #: `first_structure`, `first_codes`, `first_rss`, `first_fitness`, `first_evaluations`.
+    #: None when it ran once
+    widened: dict[str, Any] | None = None
 
     def _link(self, run_id: Any) -> Any:
         return run_ref(run_id, self.experiment_id)
@@ -100,6 +106,7 @@ class DriveResult:
             f"registered model {cell(self.model_uri or '-')}", *self._validation_lines(),
             *evidence_lines(self.evidence), *selection_lines(self.selection),
             *(["", cell(gain_text(self.friction_gain))] if gain_text(self.friction_gain) else []),
+            *(["", cell(widened_text(self.widened))] if self.widened else []),
         ])  # fmt: skip
 
     def _paper_words(self) -> str:
@@ -217,3 +224,17 @@ def selection_lines(selection: dict[str, Any] | None) -> list[str]:
     return ["", f"Answer chosen by the evidence (level {cell(selection['alpha'])}, "
             f"{cell(round(selection['n_eff'], 1))} effective samples): {verdict}",
             *[f"- {cell(m)}" for m in moves]]  # fmt: skip
+
+
+def widened_text(record: dict[str, Any] | None) -> str:
+    """`searched again with the prefilter at 110 Hz: the answer at 25 Hz, {1,3,8} (RSS ...),
+    left a periodic component ...`; empty when the search ran once."""
+    if not record:
+        return ""
+    q, to = record["periodic"], record["to_prefilter_hz"]
+    codes = ",".join(map(str, record["first_codes"]))
+    return (f"searched again {'without a prefilter' if not to else f'with the prefilter at {to:g} Hz'}: "
+            f"the answer at {record['from_prefilter_hz']:g} Hz, {{{codes}}} (RSS "
+            f"{record['first_rss']:.4g}), left a periodic component at {q['frequency_hz']:.4g} Hz "
+            f"in its residual ({100 * q['share']:.3g} % of its power, Fisher's p "
+            f"{q['p_value']:.2g}), above that cut-off, where its fit did not look")  # fmt: skip

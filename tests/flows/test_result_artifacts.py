@@ -313,3 +313,25 @@ def test_the_answers_friction_gain_in_one_shape_for_a_search_and_a_fit() -> None
     drive = DriveResult(["one_mass", "coulomb"], [1, 5], {"J1": 1.0}, 2.0, 0.5, 3, "r", "h",
                         "s", None, "data", "ui", friction_gain=searched)  # fmt: skip
     assert cell(text) in drive.markdown() and drive.to_dict()["friction_gain"] == searched
+
+
+def test_a_widened_search_says_why_on_the_run_page_and_in_the_json() -> None:
+    from tasks.drive.result import periodic_text, widened_text
+
+    periodic = {"frequency_hz": 52.6, "share": 0.0204, "p_value": 6e-11, "bins": 1500,
+                "confidence": 0.99, "passed": False}  # fmt: skip
+    record = {"from_prefilter_hz": 25.0, "to_prefilter_hz": 110.0, "periodic": periodic,
+              "first_structure": ["one_mass", "gravity", "delay"], "first_codes": [1, 8, 10],
+              "first_rss": 0.0206, "first_fitness": 3.0, "first_evaluations": 60}  # fmt: skip
+    text = widened_text(record)
+    assert text.startswith("searched again with the prefilter at 110 Hz: the answer at 25 Hz, "
+                           "{1,8,10} (RSS 0.0206), left a periodic component at 52.6 Hz")  # fmt: skip
+    assert "without a prefilter" in widened_text(record | {"to_prefilter_hz": 0.0})
+    assert widened_text(None) == ""
+    drive = DriveResult(["two_mass", "gravity"], [2, 8], {"J1": 1.0}, 2.0, 0.5, 3, "r", "h",
+                        "s", None, "data", "ui", widened=record)  # fmt: skip
+    assert cell(text) in drive.markdown() and drive.to_dict()["widened"] == record
+    assert "searched again" not in DriveResult(["two_mass"], [2], {}, 2.0, 0.5, 3, "r", "h", "s",
+                                               None, "data", "ui").markdown()  # fmt: skip
+    assert periodic_text({"periodic": periodic}).startswith("; periodic component FAIL (peak 52.6")
+    assert periodic_text({}) == "" and periodic_text({"periodic": None}) == ""

@@ -95,9 +95,11 @@ def data_settings(
     (``models.drivetrain.spectrum``; measured on the recovery benchmark as a net zero, and it
     lost one seed of the reference with 1 % noise: docs/drive.md, so it is opt-in); an
     ``identification`` override replaces the whole identification settings, its cut-off
-    included.
+    included. At the default cut-off the search widens it once where its answer leaves a
+    periodic component above it (``widen_prefilter``); a named cut-off is kept.
     ``overrides`` are further `GPSettings` fields."""
     nominals, bounds, f_tanh = scales.nominals(wide)
+    widen = prefilter_hz is None
     if prefilter_hz is None:
         prefilter_hz = IdentificationSettings().prefilter_hz
     identification = replace(IdentificationSettings(), prefilter_hz=prefilter_hz,
@@ -110,6 +112,7 @@ def data_settings(
         final_top=DATA_FINAL_TOP,
         final_rounds=DATA_FINAL_ROUNDS,
         final_alpha=DATA_FINAL_ALPHA,
+        widen_prefilter=widen,
     )
     return replace(base, **overrides)
 

@@ -39,20 +39,20 @@ import numpy as np
 import pandas as pd
 
 from methods.errors import InputError
-from models.drivetrain.gp import final_gain, finalists, generation_gain, selection
+from models.drivetrain.gp import (
+    checkpoint_fields,
+    final_gain,
+    finalists,
+    generation_gain,
+    selection,
+    widening,
+)
 from models.drivetrain.gp.breeding import initial_population, offspring
 from models.drivetrain.gp.checkpoint import FILE as CHECKPOINT_FILE
 from models.drivetrain.gp.checkpoint import data_fingerprint, load_checkpoint, save_checkpoint
-from models.drivetrain.gp.checkpoint_fields import evaluation as _evaluation
-from models.drivetrain.gp.checkpoint_fields import threshold as _threshold
 from models.drivetrain.gp.dispatch import Dispatcher, MapBatches, SubmitBatch
 from models.drivetrain.gp.dispatch import serial_map as serial_map  # re-exported
-from models.drivetrain.gp.evaluate import (
-    Evaluation,
-    IndividualSpec,
-    RecordingArrays,
-    refinement,
-)
+from models.drivetrain.gp.evaluate import Evaluation, IndividualSpec, RecordingArrays, refinement
 from models.drivetrain.gp.operators import from_structure, neighbours
 from models.drivetrain.gp.recording import as_arrays, batch_function
 from models.drivetrain.gp.settings import GPSettings
@@ -191,8 +191,20 @@ class StructureSearch:
 
     # -- the search -------------------------------------------------------------------------
     def fit(self, recording: Any) -> StructureSearch:
-        """Run (or resume) the search on a drive recording; returns ``self``."""
-        data = as_arrays(recording)
+        """Run (or resume) the search on a drive recording; returns ``self``. With
+        ``widen_prefilter``, where the answer's residual leaves a periodic component above the
+        prefilter, once more at the cut-off that shows it (``widening``): ``widened_`` then
+        records the first answer, else it is None."""
+        data, self.widened_ = as_arrays(recording), None
+        self._search(recording, data)
+        wider = widening.wider(self, self._preset, data)
+        if wider is not None:
+            self._preset, self.widened_ = wider
+            self.checkpoint_dir = self.checkpoint_dir and self.checkpoint_dir / "widened"
+            self._search(recording, data)
+        return self
+
+    def _search(self, recording: Any, data: RecordingArrays) -> None:
         self._recording = recording
         s = self.settings = self._preset  # the preset's gain (a fit may have chosen another)
         self._cache: dict[str, Evaluation] = {}
@@ -246,46 +258,22 @@ class StructureSearch:
         best = self._final(self._polish(best, data), data)
         self.n_evaluations_ = self._dispatch.n_identifications + self._n_final
         self._finish(best, history, pop_rows, data)
-        return self
 
     def _restore(self, state: dict) -> tuple[Any, list, list, Evaluation | None]:
         """RNG, population, individuals bred ahead and best of a checkpoint; its evaluations
         into the cache, and into ``_resumed_above`` the refinement thresholds of the individuals
         bred ahead that were still running when it was written. A field that does not parse
         is an ``InputError`` naming the file and the field (the file is left as it is)."""
-        field = "rng"
         try:
-            rng = np.random.default_rng()
-            rng.bit_generator.state = state["rng"]
-            field = "population"
-            population = [Individual.from_dict(d) for d in state["population"]]
-            _ = [ind.structure for ind in population]  # every node a known submodel
-            field = "ahead"
-            ahead = [Individual.from_dict(d) for d in state.get("ahead", [])]
-            _ = [ind.structure for ind in ahead]
-            field = "evaluated"
-            evaluated = {k: _evaluation(v) for k, v in state.get("evaluated", {}).items()}
-            field = "refine_above"
-            above = {str(k): _threshold(v) for k, v in state.get("refine_above", {}).items()}
-            field = "friction_gain"
-            self._gain.restore(self, state.get("friction_gain"))
-            field = "best"
-            best = _evaluation(state["best"]) if state["best"] else None
-            field = "generation"
-            self.resumed_from_ = int(state["generation"])
-            field = "history"
-            if not isinstance(state["history"], list):
-                raise TypeError("not a list")
-            field = "population_rows"
-            for r in state["population_rows"]:  # what a resume reads of them
-                _ = (int(r["generation"]), str(r["names"]), float(r["fitness"]))
-        except (KeyError, TypeError, ValueError, AttributeError, InputError) as exc:
+            got = checkpoint_fields.parse(state, lambda gain: self._gain.restore(self, gain))
+        except checkpoint_fields.Damaged as exc:
             path = Path(self.checkpoint_dir or ".") / CHECKPOINT_FILE
-            raise InputError(f"{path}: damaged checkpoint, field {field!r} ({exc!r}); delete "
-                             "it to start over") from None  # fmt: skip
-        self._cache.update(evaluated)
-        self._resumed_above.update(above)
-        return rng, population, ahead, best
+            raise InputError(f"{path}: damaged checkpoint, field {exc.field!r} ({exc.cause!r}); "
+                             "delete it to start over") from None  # fmt: skip
+        self.resumed_from_ = got.generation
+        self._cache.update(got.evaluated)
+        self._resumed_above.update(got.above)
+        return got.rng, got.population, got.ahead, got.best
 
     def _record(self, g: int, evals: list, best: Evaluation | None, history: list,
                 pop_rows: list) -> Evaluation:  # fmt: skip
@@ -389,7 +377,8 @@ class StructureSearch:
                 "parameters": self.best_parameters_, "rss": self.best_rss_,
                 "fitness": self.best_fitness_, "generations": self.settings.generations,
                 "settings": self.settings.to_dict(), "seed": self.seed,
-                "state_space": self.state_space_, "friction_gain": self.friction_gain_}  # fmt: skip
+                "state_space": self.state_space_, "friction_gain": self.friction_gain_,
+                "widened": self.widened_}  # fmt: skip
 
 
 def _codes(ev: Evaluation) -> str:

@@ -200,6 +200,10 @@ class GPSettings:
       structures with the lowest p. Measured (docs/drive.md, "The choice by the data's
       evidence"): on the recovery benchmark it moved two answers one inertia towards the
       truth and none wrongly; EMPS and its coloured residual (5.05 samples) do not move.
+    - ``widen_prefilter`` (since 2026-12-07; the ``data`` preset's unless a cut-off is named):
+      when the answer's residual fails Fisher's periodic test with its peak above the
+      prefilter (``fit_evidence.wider_cutoff``), the search runs once more at the cut-off that
+      shows it and answers from there (``StructureSearch.widened_``; docs/methods.md §2.4).
     - ``init_max_nodes``: size of the random initial trees (uniform in 1..init_max_nodes);
       ``max_nodes`` bounds the growth by operators.
     """
@@ -230,6 +234,7 @@ class GPSettings:
     final_top: int = 0
     final_rounds: int = 2
     final_alpha: float = 0.0
+    widen_prefilter: bool = False
     test_fraction: float = 0.0
     f_tanh: float = DEFAULT_F_TANH
     nominals: tuple[tuple[str, float], ...] = ()

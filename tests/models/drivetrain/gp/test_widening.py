@@ -1,0 +1,86 @@
+"""The search once more at a wider prefilter (models.drivetrain.gp.widening): when its answer
+leaves a mode above the cut-off in the residual, and only then."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from models.drivetrain import reference_recording
+from models.drivetrain.gp import widening
+from models.drivetrain.gp.evaluate import IndividualSpec, identify
+from models.drivetrain.gp.presets import data_settings
+from models.drivetrain.gp.recording import as_arrays
+from models.drivetrain.gp.search import StructureSearch
+from models.drivetrain.scales import estimate_scales
+
+J1, J2 = 0.01, 0.02
+MODE_HZ = 50.0  # above the data preset's 25 Hz prefilter
+
+
+@pytest.fixture(scope="module")
+def two_masses():
+    """A two-mass machine whose mode (50 Hz) the 25 Hz prefilter hides, 0.5 % noise."""
+    c1 = (2 * np.pi * MODE_HZ) ** 2 / (1 / J1 + 1 / J2)
+    truth = {"J1": J1, "J2": J2, "c1": c1, "d1": 0.02, "f_v": 0.01}
+    clean = reference_recording("two_mass,viscous", overrides=truth, seed=1)
+    sigma = 0.005 * float(np.ptp(clean["velocity_rad_s"]))
+    return reference_recording("two_mass,viscous", overrides=truth, noise=sigma, seed=1)
+
+
+def _answer(rec, settings, structure=("two_mass", "viscous")):
+    """``structure`` identified on ``rec`` with ``settings`` as a fitted search's answer. The
+    two-mass machine's own structure fitted through the 25 Hz prefilter misplaces the mode (at
+    38.5 Hz): the residual keeps a peak above the cut-off."""
+    start = tuple(sorted((sp.name, sp.nominal) for k in structure for sp in settings.specs(k)))
+    ev = identify(IndividualSpec(structure, start), as_arrays(rec), settings)
+    return SimpleNamespace(settings=settings, best_evaluation_=ev, n_evaluations_=1)
+
+
+def test_a_mode_above_the_prefilter_widens_it_to_show_the_mode(two_masses) -> None:
+    preset = data_settings(estimate_scales(two_masses), position=True, wide=True)
+    assert preset.widen_prefilter and preset.identification.prefilter_hz == 25.0
+    search = _answer(two_masses, preset)
+    wider, record = widening.wider(search, preset, as_arrays(two_masses))
+    peak = record["periodic"]["frequency_hz"]
+    assert 25.0 < peak < MODE_HZ + 5.0 and record["periodic"]["p_value"] < 1e-6
+    assert wider.identification.prefilter_hz == record["to_prefilter_hz"] >= 2 * peak
+    assert not wider.widen_prefilter  # once
+    assert wider.f_tanh == preset.f_tanh and wider.bounds == preset.bounds  # nothing else
+    assert record["first_structure"] == ["two_mass", "viscous"]
+    assert record["from_prefilter_hz"] == 25.0
+
+
+def test_no_widening_when_not_asked_or_nothing_periodic_lies_above(two_masses) -> None:
+    data = as_arrays(two_masses)
+    named = data_settings(estimate_scales(two_masses), position=True, prefilter_hz=25.0)
+    assert not named.widen_prefilter  # a cut-off the user named is kept
+    assert widening.wider(_answer(two_masses, named), named, data) is None
+    low = replace(named, widen_prefilter=True)  # the one-mass answer's peak (7 Hz) lies inside
+    assert widening.wider(_answer(two_masses, low, ("one_mass", "viscous")), low, data) is None
+    truth = {"J1": 0.02, "f_v": 0.01}  # a white residual: the answer is the machine
+    rec = reference_recording("one_mass,viscous", overrides=truth, noise=0.01, seed=3)
+    preset = data_settings(estimate_scales(rec), position=True)
+    answer = _answer(rec, preset, ("one_mass", "viscous"))
+    assert widening.wider(answer, preset, as_arrays(rec)) is None
+
+
+def test_the_search_runs_again_at_the_wider_cut_off_and_records_the_first(
+    two_masses, tmp_path
+) -> None:
+    # a search over two-mass structures only: its first answer misplaces the mode, the
+    # second runs at the cut-off that shows it, from its own checkpoint directory
+    preset = data_settings(estimate_scales(two_masses), position=True, wide=True,
+                           allowed=("two_mass", "viscous"), final_top=0, polish_rounds=0)  # fmt: skip
+    s = StructureSearch(2, 1, 0, settings=preset, checkpoint_dir=tmp_path).fit(two_masses)
+    w = s.widened_
+    assert w is not None and w["from_prefilter_hz"] == 25.0
+    assert s.settings.identification.prefilter_hz == w["to_prefilter_hz"] > 25.0
+    assert s.to_dict()["widened"] == w
+    assert (tmp_path / "widened").is_dir()
+    once = StructureSearch(2, 1, 0, settings=replace(preset, widen_prefilter=False))
+    assert once.fit(two_masses).widened_ is None
+    assert once.settings.identification.prefilter_hz == 25.0
