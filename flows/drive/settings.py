@@ -119,7 +119,8 @@ class DriveSearch(BaseModel):
     prefilter: Annotated[str, Cli(note="spectrum, a cut-off in Hz (0: none) or empty")] = Field(
         "",
         description="Prefilter cut-off of the fitted output error: empty = the preset's (25 "
-        "Hz; the paper's search has none), spectrum = the one the recording's spectrum "
+        "Hz; the data preset searches once more at a wider one where its answer's residual "
+        "shows a periodic component above it; the paper's search has none), spectrum = the one the recording's spectrum "
         "suggests (twice the top of the band where its velocity stands above the noise, "
         "docs/drive.md), or a cut-off in Hz below the recording's Nyquist frequency (0: "
         "none)",

@@ -196,12 +196,16 @@ class StructureSearch:
         prefilter, once more at the cut-off that shows it (``widening``): ``widened_`` then
         records the first answer, else it is None."""
         data, self.widened_ = as_arrays(recording), None
+        preset, directory = self._preset, self.checkpoint_dir
         self._search(recording, data)
-        wider = widening.wider(self, self._preset, data)
-        if wider is not None:
+        wider = widening.wider(self, preset, data)
+        if wider is not None:  # the second search: its own checkpoints, the same search after
             self._preset, self.widened_ = wider
-            self.checkpoint_dir = self.checkpoint_dir and self.checkpoint_dir / "widened"
-            self._search(recording, data)
+            self.checkpoint_dir = directory and directory / "widened"
+            try:
+                self._search(recording, data)
+            finally:
+                self._preset, self.checkpoint_dir = preset, directory
         return self
 
     def _search(self, recording: Any, data: RecordingArrays) -> None:

@@ -80,7 +80,12 @@ def test_the_search_runs_again_at_the_wider_cut_off_and_records_the_first(
     assert w is not None and w["from_prefilter_hz"] == 25.0
     assert s.settings.identification.prefilter_hz == w["to_prefilter_hz"] > 25.0
     assert s.to_dict()["widened"] == w
-    assert (tmp_path / "widened").is_dir()
+    assert (tmp_path / "widened").is_dir() and s.checkpoint_dir == tmp_path
+    w = dict(w)
+    again = s.fit(two_masses)  # resumed from both checkpoints: the same answer
+    same = {k: v for k, v in again.widened_.items() if k != "first_evaluations"}
+    assert same == {k: v for k, v in w.items() if k != "first_evaluations"}  # none evaluated
+    assert again.best_structure_ == s.best_structure_ and again.resumed_from_ == 1
     once = StructureSearch(2, 1, 0, settings=replace(preset, widen_prefilter=False))
     assert once.fit(two_masses).widened_ is None
     assert once.settings.identification.prefilter_hz == 25.0
