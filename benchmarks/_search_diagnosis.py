@@ -125,6 +125,17 @@ def evidence_line(selection: dict | None) -> str:
             f"candidates, moves: {moves}")  # fmt: skip
 
 
+def prefilter_line(widened: dict | None, hz: float) -> str:
+    """The answer's prefilter cut-off ``hz``, and where the search widened it
+    (``StructureSearch.widened_``) from what and why."""
+    if not widened:
+        return f"; prefilter {hz:g} Hz"
+    q = widened["periodic"]
+    return (f"; prefilter {widened['from_prefilter_hz']:g} -> {hz:g} Hz (the first answer "
+            f"{'+'.join(widened['first_structure'])} left a periodic peak at "
+            f"{q['frequency_hz']:.4g} Hz, p {q['p_value']:.2g})")  # fmt: skip
+
+
 def gain_line(gain: dict | None) -> str:
     """The answer's friction gain (``StructureSearch.friction_gain_``, with the machine's)."""
     if not gain:
@@ -186,7 +197,7 @@ def miss_kind(r: dict) -> str:
 
 #: what a row of ``drive_recovery search --rows FILE.jsonl`` depends on besides its machine
 ROW_KEYS = ("seed", "noise_percent", "boxes", "search_gain", "continuation", "prefilter",
-            "population", "generations")  # fmt: skip
+            "population", "generations", "widen")  # fmt: skip
 
 
 def row_key(args: Any) -> dict:

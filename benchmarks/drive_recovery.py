@@ -196,12 +196,19 @@ def search_one(i: int, m, rec, args) -> dict:
     """One machine's search (``--population`` x ``--generations``, ``--workers`` processes):
     the structure found, its relation to the truth (``benchmarks._search_diagnosis``), the truth's evaluation
     inside the search and, with ``--diagnose``, the truth fitted alone (``single``'s fit)."""
-    from benchmarks._search_diagnosis import answer_facts, evidence_line, relation, search_facts
+    from benchmarks._search_diagnosis import (
+        answer_facts,
+        evidence_line,
+        prefilter_line,
+        relation,
+        search_facts,
+    )
     from benchmarks.drive_search import ProcessMap
     from models.drivetrain.gp import StructureSearch
 
     gp = preset_settings(rec, WIDE, PREFILTER, position=True, population=args.population,
                          generations=args.generations)  # fmt: skip
+    gp = replace(gp, widen_prefilter=gp.widen_prefilter and args.widen == "on")
     pmap, t0 = ProcessMap(args.workers), time.perf_counter()
     try:
         s = StructureSearch(gp.population, gp.generations, args.seed, gp.test_fraction,
@@ -213,10 +220,12 @@ def search_one(i: int, m, rec, args) -> dict:
            "relation": relation(s.best_structure_, m.structure), "wall_s": time.perf_counter() - t0,
            "fitness": s.best_fitness_, "rss": s.best_rss_, "d": s.best_evaluation_.n_params,
            "gain": s.friction_gain_ | {"machine_f_tanh": m.f_tanh}}  # fmt: skip
-    gp = replace(gp, f_tanh=s.settings.f_tanh)  # the answer's gain (chosen by the stage)
+    # the answer's gain (chosen by the stage) and cut-off (widened by the search, gp.widening)
+    gp = replace(gp, f_tanh=s.settings.f_tanh, identification=s.settings.identification)
     row["evidence"] = (evidence_line(getattr(s, "selection_", None))  # the evidence's choice
-                       + f"; prefilter {gp.identification.prefilter_hz:g} Hz")  # fmt: skip
+                       + prefilter_line(s.widened_, gp.identification.prefilter_hz))  # fmt: skip
     row |= search_facts(s, m) | {"n_sub": s.best_evaluation_.n_sub} | answer_facts(s, rec)
+    row["widened"] = s.widened_
     if row["relation"] == "same":
         gain = m.f_tanh if s.friction_gain_.get("estimated") else None
         row |= interval_check(m.structure, m.params, s.best_parameters_, rec, gp,
@@ -254,6 +263,9 @@ def run_search(args, bench: Bench) -> None:
             elif r["outside"]:
                 kinds["structure found, a true value outside its 95 % interval"] += 1
         print("failures by kind:", dict(kinds) or "none")
+        widened = [r["machine"] for r in rows if r.get("widened")]
+        print(f"searched again at a wider prefilter: {len(widened)} of {len(rows)} "
+              f"(machines {', '.join(map(str, widened)) or '-'})")  # fmt: skip
         if args.rows and not args.rows.endswith(".jsonl"):
             Path(args.rows).write_text(json.dumps(rows, indent=1, default=str))
         n = args.machines
@@ -341,6 +353,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--search-gain", choices=["auto", "fixed", "profile", "adapt"],
                         default="auto", help="search: the friction gain (gp.final_gain)")  # fmt: skip
     parser.add_argument("--continuation", choices=["on", "off"], default="on")
+    parser.add_argument("--widen", choices=["on", "off"], default="on",
+                        help="search: widen the default prefilter where the answer's residual "
+                        "shows a periodic component above it (gp.widening)")  # fmt: skip
     parser.add_argument("--prefilter", type=prefilter_arg, default="default",
                         help="the data preset's 25 Hz (default), the recording's spectrum's "
                         "cut-off (spectrum), or a cut-off in Hz")  # fmt: skip

@@ -59,7 +59,8 @@ def search_rows(path: str, exact: bool = True) -> list[dict]:
 
 
 def regenerated(row: dict) -> tuple:
-    """The row's machine, its recording and the search's settings at the answer's gain."""
+    """The row's machine, its recording and the search's settings at the answer's gain (and
+    cut-off, where the search widened it)."""
     key = row["key"]
     rng = np.random.default_rng(key["seed"])
     for i in range(row["machine"] + 1):  # the machines are drawn in sequence
@@ -68,6 +69,10 @@ def regenerated(row: dict) -> tuple:
     gp = preset_settings(rec, key["boxes"] == "wide", key["prefilter"],
                          position=True, population=key["population"],
                          generations=key["generations"])  # fmt: skip
+    widened = row.get("widened")  # the answer's cut-off where the search widened it
+    if widened:
+        ident = replace(gp.identification, prefilter_hz=float(widened["to_prefilter_hz"]))
+        gp = replace(gp, identification=ident)
     return m, rec, replace(gp, f_tanh=float(row["gain"]["f_tanh"]))
 
 
