@@ -152,7 +152,12 @@ def _identify(
     progress = Progress("generations", study.generations, key="drive-generations")
 
     def on_generation(g: int, n: int, best: Any) -> None:
-        recorder.generation(g, best)
+        widened = search.widened_  # set while the search runs again at a wider prefilter
+        if widened is not None and progress.total == n:
+            progress.total += n
+            print(f"the answer's residual shows a periodic component above the prefilter: "
+                  f"searching again with it at {widened['to_prefilter_hz']:g} Hz")  # fmt: skip
+        recorder.generation(g + n * (widened is not None), best)
         progress.advance()
 
     checkpoint = checkpoint_dir(loaded["hash"], study)

@@ -85,7 +85,8 @@ class StructureSearch:
     ``friction_gain_`` (the answer's gain, ``gp.final_gain.record``, the settings carry it),
     ``best_output_`` (the best model's velocity over the recording from the measured initial
     one), ``model_`` (a ``models.drivetrain.product.DriveModel``), ``n_evaluations_``,
-    ``resumed_from_``.
+    ``resumed_from_``, ``widened_`` (the first answer where the search ran again at a wider
+    prefilter, ``gp.widening``; None).
 
     ``fit`` takes a recording table, plain ``RecordingArrays`` or a stored ``RecordingFile``;
     with a file, the workers get the file's path and hash instead of the arrays.
