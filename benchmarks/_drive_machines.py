@@ -305,9 +305,9 @@ def preset_settings(rec, wide: bool, prefilter: bool | str, **kwargs):
     from models.drivetrain.scales import estimate_scales
 
     scales = estimate_scales(rec)
-    if prefilter in (True, "spectrum"):
+    if prefilter is True or prefilter == "spectrum":
         cut = {"prefilter_hz": scales.prefilter_hz}
-    elif prefilter in (False, "default"):
+    elif prefilter is False or prefilter == "default":
         cut = {}
     else:
         cut = {"prefilter_hz": float(prefilter_arg(str(prefilter)))}

@@ -38,7 +38,15 @@ from benchmarks._search_diagnosis import residual_facts, residual_word
 from methods.errors import InputError
 
 #: what a hand-edited or foreign row raises (a field missing or of the wrong kind)
-ROW_ERRORS = (KeyError, TypeError, ValueError, AttributeError, InputError)
+#: what a hand-edited or foreign row raises (ArgumentTypeError: a key's prefilter that is not one)
+ROW_ERRORS = (
+    KeyError,
+    TypeError,
+    ValueError,
+    AttributeError,
+    InputError,
+    argparse.ArgumentTypeError,
+)
 
 
 def search_rows(path: str, exact: bool = True) -> list[dict]:

@@ -135,7 +135,7 @@ def residual_analysis(
         exact = ee <= EXACT_FIT * max(float(np.sum((y - y.mean()) ** 2)), 1e-300)
     a = _correlation(auto, range(1, m + 1), n, confidence)
     c = _correlation(cross, range(0, m + 1), n, confidence)
-    periodic = None if dt is None else periodic_test(e, dt, confidence)
+    periodic = None if dt is None or exact else periodic_test(e, dt, confidence)
     passed = None if exact else bool(a.passed and c.passed and (periodic is None
                                                                   or periodic.passed))  # fmt: skip
     return ResidualAnalysis(n, confidence, a, c, passed, exact, periodic)
@@ -291,8 +291,7 @@ class Evidence:
         if r.periodic is not None:
             q = r.periodic
             lines.append(f"periodic component (Fisher's g): {'pass' if q.passed else 'FAIL'}; "
-                         f"peak {q.frequency_hz:.4g} Hz with {100 * q.share:.3g} % of the "
-                         f"residual's power, p {q.p_value:.2g}")  # fmt: skip
+                         f"{q.describe()}")  # fmt: skip
         if self.rivals is not None:
             t = self.rivals
             pref = ",".join(map(str, t.preferred))

@@ -181,7 +181,13 @@ def wider_cutoff(resid: ResidualAnalysis, prefilter_hz: float, dt: float) -> flo
     of the peak (0.0: no prefilter); else None (nothing periodic, or inside the band the fit
     looks at)."""
     q = resid.periodic
-    if not prefilter_hz or q is None or q.passed or q.frequency_hz <= prefilter_hz:
+    if (
+        resid.exact_fit
+        or not prefilter_hz
+        or q is None
+        or q.passed
+        or q.frequency_hz <= prefilter_hz
+    ):
         return None
     return cutoff_above(q.frequency_hz, dt)
 
@@ -198,8 +204,7 @@ def failure_note(resid: ResidualAnalysis, prefilter_hz: float, dt: float) -> str
     hint = (f"perhaps acting above the {prefilter_hz:g} Hz prefilter" if prefilter_hz
             else "perhaps a mode or a loop")  # fmt: skip
     if q is not None and not q.passed:
-        head += (f"; a periodic component at {q.frequency_hz:.4g} Hz, {100 * q.share:.3g} % of "
-                 f"the residual's power, Fisher's p {q.p_value:.2g}")  # fmt: skip
+        head += f"; a periodic component ({q.describe()})"
         cut = wider_cutoff(resid, prefilter_hz, dt)
         if cut is not None:
             hint = (f"acting above the {prefilter_hz:g} Hz prefilter, where the fit does not "

@@ -22,6 +22,7 @@ The peak's frequency is ``k* / (N dt)``, within one bin (``1 / (N dt)``) of a si
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -46,6 +47,17 @@ class PeriodicTest:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    def describe(self) -> str:
+        return describe(self.to_dict())
+
+
+def describe(q: Mapping[str, Any]) -> str:
+    """``peak 52.6 Hz, 2.04 % of the residual's power, Fisher's p 6e-11`` for a
+    :class:`PeriodicTest` or its ``to_dict`` (a stored result): the one wording of the
+    evidence's summary, its note, the figure, the CLI and the run page."""
+    return (f"peak {float(q['frequency_hz']):.4g} Hz, {100 * float(q['share']):.3g} % of the "
+            f"residual's power, Fisher's p {float(q['p_value']):.2g}")  # fmt: skip
 
 
 def fisher_p(g: float, m: int) -> float:

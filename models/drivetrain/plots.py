@@ -106,9 +106,7 @@ def plot_residual_correlations(residuals, *, title: str = "residual analysis"):
     axes[-1].set_xlabel("lag [samples]")
     q = residuals.periodic
     if q is not None:  # Fisher's test: one number, no panel (the evidence keeps no spectrum)
-        title += (f"\nperiodic component: {'pass' if q.passed else 'FAIL'}, peak "
-                  f"{q.frequency_hz:.4g} Hz with {100 * q.share:.3g} % of the power (Fisher's p "
-                  f"{q.p_value:.2g})")  # fmt: skip
+        title += f"\nperiodic component: {'pass' if q.passed else 'FAIL'}, {q.describe()}"
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return fig

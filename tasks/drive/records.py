@@ -201,10 +201,12 @@ class DriveRecorder(Recorder):
         """`best_fitness` / `best_rss` steps after the last generation, one per move of the
         local search, so that the metrics end at the answer (the last move is the best)."""
         steps = convergence(search)
+        # a widened search's generations were logged after the first search's (flow.py)
+        offset = len(search.history_) if getattr(search, "widened_", None) else 0
         for row in steps.iloc[len(search.history_) :].to_dict("records"):
             self.run.metrics({"best_fitness": float(row["overall_best_fitness"]),
                               "best_rss": float(row["overall_best_rss"])},
-                             step=int(row["generation"]))  # fmt: skip
+                             step=offset + int(row["generation"]))  # fmt: skip
 
     def evidence(self, evidence: Any, recording: pd.DataFrame) -> None:
         """The evidence for the answer (`models.drivetrain.evidence`): metrics

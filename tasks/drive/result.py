@@ -7,6 +7,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from models.drivetrain.periodic import describe
 from tracking.markdown import Link, cell, markdown_table, run_ref
 
 
@@ -141,11 +142,7 @@ def periodic_text(residuals: dict[str, Any]) -> str:
     q = residuals.get("periodic")
     if not isinstance(q, dict):
         return ""
-    return (
-        f"; periodic component {'pass' if q['passed'] else 'FAIL'} (peak "
-        f"{q['frequency_hz']:.4g} Hz, {100 * q['share']:.3g} % of the power, Fisher's p "
-        f"{q['p_value']:.2g})"
-    )
+    return f"; periodic component {'pass' if q['passed'] else 'FAIL'} ({describe(q)})"
 
 
 def evidence_lines(evidence: dict[str, Any] | None) -> list[str]:
@@ -235,6 +232,5 @@ def widened_text(record: dict[str, Any] | None) -> str:
     codes = ",".join(map(str, record["first_codes"]))
     return (f"searched again {'without a prefilter' if not to else f'with the prefilter at {to:g} Hz'}: "
             f"the answer at {record['from_prefilter_hz']:g} Hz, {{{codes}}} (RSS "
-            f"{record['first_rss']:.4g}), left a periodic component at {q['frequency_hz']:.4g} Hz "
-            f"in its residual ({100 * q['share']:.3g} % of its power, Fisher's p "
-            f"{q['p_value']:.2g}), above that cut-off, where its fit did not look")  # fmt: skip
+            f"{record['first_rss']:.4g}), left a periodic component ({describe(q)}) above that "
+            f"cut-off, where its fit did not look")  # fmt: skip

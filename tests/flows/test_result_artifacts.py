@@ -325,7 +325,8 @@ def test_a_widened_search_says_why_on_the_run_page_and_in_the_json() -> None:
               "first_rss": 0.0206, "first_fitness": 3.0, "first_evaluations": 60}  # fmt: skip
     text = widened_text(record)
     assert text.startswith("searched again with the prefilter at 110 Hz: the answer at 25 Hz, "
-                           "{1,8,10} (RSS 0.0206), left a periodic component at 52.6 Hz")  # fmt: skip
+                           "{1,8,10} (RSS 0.0206), left a periodic component (peak 52.6 Hz, 2.04 % of the "
+                           "residual's power, Fisher's p 6e-11) above that cut-off")  # fmt: skip
     assert "without a prefilter" in widened_text(record | {"to_prefilter_hz": 0.0})
     assert widened_text(None) == ""
     drive = DriveResult(["two_mass", "gravity"], [2, 8], {"J1": 1.0}, 2.0, 0.5, 3, "r", "h",

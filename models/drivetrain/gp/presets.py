@@ -99,7 +99,7 @@ def data_settings(
     periodic component above it (``widen_prefilter``); a named cut-off is kept.
     ``overrides`` are further `GPSettings` fields."""
     nominals, bounds, f_tanh = scales.nominals(wide)
-    widen = prefilter_hz is None
+    widen = prefilter_hz is None and "identification" not in overrides  # no cut-off named
     if prefilter_hz is None:
         prefilter_hz = IdentificationSettings().prefilter_hz
     identification = replace(IdentificationSettings(), prefilter_hz=prefilter_hz,

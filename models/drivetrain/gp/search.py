@@ -201,12 +201,18 @@ class StructureSearch:
         self._search(recording, data)
         wider = widening.wider(self, preset, data)
         if wider is not None:  # the second search: its own checkpoints, the same search after
+            first = self.settings
             self._preset, self.widened_ = wider
-            self.checkpoint_dir = directory and directory / "widened"
+            cut = self._preset.identification.prefilter_hz
+            self.checkpoint_dir = directory and directory / f"widened-{cut:g}"
             try:
                 self._search(recording, data)
+            except BaseException:  # the first answer stands, as it was
+                self.settings, self.widened_ = first, None
+                raise
             finally:
                 self._preset, self.checkpoint_dir = preset, directory
+            self.n_evaluations_ += self.widened_["first_evaluations"]
         return self
 
     def _search(self, recording: Any, data: RecordingArrays) -> None:

@@ -35,7 +35,7 @@ def wider(search: Any, preset: GPSettings, data: RecordingArrays) -> tuple[GPSet
     ident = s.identification
     res = answer_residuals(search.best_evaluation_, data, s)
     cut = wider_cutoff(res, ident.prefilter_hz, data.dt)
-    if cut is None or res.periodic is None:
+    if cut is None or res.periodic is None:  # (the latter implied by the former: for mypy)
         return None
     best = search.best_evaluation_
     record = {

@@ -76,11 +76,11 @@ def test_the_failure_note_names_the_cut_off_that_shows_a_mode_above_the_prefilte
     resid = residual_analysis(_tone(900, 52.6, 0.3, rng), u, dt=DT)
     peak = resid.periodic.frequency_hz  # 52.2 Hz: 2 x that rounded up to 2 digits
     above = failure_note(resid, 25.0, DT)
-    assert f"periodic component at {peak:.4g} Hz" in above and "--prefilter 110" in above
+    assert f"periodic component (peak {peak:.4g} Hz" in above and "--prefilter 110" in above
     beyond = failure_note(residual_analysis(_tone(900, 180.0, 0.3, rng), u, dt=DT), 25.0, DT)
     assert "--prefilter 0 (no prefilter)" in beyond  # 2 x 180 Hz lies above fs / 4
     inside = failure_note(residual_analysis(_tone(900, 10.0, 0.3, rng), u, dt=DT), 25.0, DT)
-    assert "periodic component at 1" in inside and "--prefilter" not in inside
+    assert "periodic component (peak 1" in inside and "--prefilter" not in inside
     unfiltered = failure_note(residual_analysis(_tone(900, 52.6, 0.3, rng), u, dt=DT), 0.0, DT)
     assert "--prefilter" not in unfiltered and "0 Hz prefilter" not in unfiltered
 
@@ -95,3 +95,14 @@ def test_the_suggested_cut_off_keeps_the_margin_and_the_trusted_band(hz: float, 
     got = cutoff_above(hz, DT)
     assert got == cut
     assert got == 0.0 or MARGIN * hz <= got <= 250.0  # at 1 kHz a quarter is 250 Hz
+
+
+def test_an_exact_fit_has_no_periodic_test_and_widens_nothing() -> None:
+    from models.drivetrain.fit_evidence import wider_cutoff
+
+    rng = np.random.default_rng(35)
+    y = rng.normal(size=900)
+    resid = residual_analysis(1e-9 * _tone(900, 52.6, 5.0, rng), rng.normal(size=900), output=y,
+                              dt=DT)  # fmt: skip
+    assert resid.exact_fit and resid.passed is None and resid.periodic is None
+    assert wider_cutoff(resid, 25.0, DT) is None

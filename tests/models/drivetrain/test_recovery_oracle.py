@@ -201,15 +201,16 @@ def test_the_recheck_recomputes_a_rows_interval_figures(tmp_path, capsys) -> Non
     # of the wrong kind (each named, None), a key that is not a dict (skipped)
     bad = [row | {"machine": None}, row | {"machine": 3, "found": "one_mass+<b>", "relation":
            "other", "parameters": None}, row | {"machine": 4, "gain": {"f_tanh": None}},
-           row | {"machine": 5, "key": "x"}, row | {"machine": 6, "widened": "x"}]  # fmt: skip
+           row | {"machine": 5, "key": "x"}, row | {"machine": 6, "widened": "x"},
+           row | {"machine": 7, "key": key | {"prefilter": "<b>"}}]  # fmt: skip
     path.write_text("\n".join(json.dumps(r) for r in [row, miss, *bad]) + "\n")
     told = [recheck.residuals(r) for r in recheck.search_rows(str(path), exact=False)]
-    assert [r["machine"] for r in told] == [0, 0, 3, 4, 6]
+    assert [r["machine"] for r in told] == [0, 0, 3, 4, 6, 7]
     assert told[0]["residuals_passed"] is True
     assert isinstance(told[1]["residuals_passed"], bool)
-    assert [r["residuals_passed"] for r in told[2:]] == [None, None, None]
+    assert [r["residuals_passed"] for r in told[2:]] == [None, None, None, None]
     assert "<b>" in told[2]["recheck_error"] and "TypeError" in told[3]["recheck_error"]
-    assert "TypeError" in told[4]["recheck_error"]
+    assert "TypeError" in told[4]["recheck_error"] and "<b>" in told[5]["recheck_error"]
     # a widened answer is rechecked at the cut-off it was fitted with (gp.widening)
     wide = recheck.regenerated(row | {"widened": {"to_prefilter_hz": 110.0}})[2]
     assert wide.identification.prefilter_hz == 110.0

@@ -48,7 +48,8 @@ def test_intervals_cover_the_truth_and_white_residuals_pass_by_simulation() -> N
     # 100 recordings with 1 % white velocity noise, identified as the search refines a
     # structure (its default settings without the screening stage, 25 Hz prefilter); per parameter the 95 % intervals must cover the
     # truth at the binomial rate (a correct procedure fails this once in 1e4), and the
-    # residual tests (99 %, two tests) pass in >= 98 % at the same binomial slack
+    # residual tests (99 %, three tests: the correlations and Fisher's periodic test) pass in
+    # >= 97 % (Bonferroni) at the same binomial slack
     runs = 100
     settings = fit_settings(GPSettings(), n_starts=2)
     hits = dict.fromkeys(TRUTH, 0)
@@ -63,7 +64,7 @@ def test_intervals_cover_the_truth_and_white_residuals_pass_by_simulation() -> N
         passed += bool(evidence.residuals.passed)
     low = int(stats.binom.ppf(1e-4, runs, 0.95))
     assert all(h >= low for h in hits.values()), (hits, low)
-    assert passed >= int(stats.binom.ppf(1e-4, runs, 0.98)), passed
+    assert passed >= int(stats.binom.ppf(1e-4, runs, 0.97)), passed
 
 
 def test_a_search_fits_residual_tests_are_the_evidences_and_see_a_missing_part() -> None:

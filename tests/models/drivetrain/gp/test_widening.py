@@ -80,7 +80,8 @@ def test_the_search_runs_again_at_the_wider_cut_off_and_records_the_first(
     assert w is not None and w["from_prefilter_hz"] == 25.0
     assert s.settings.identification.prefilter_hz == w["to_prefilter_hz"] > 25.0
     assert s.to_dict()["widened"] == w
-    assert (tmp_path / "widened").is_dir() and s.checkpoint_dir == tmp_path
+    assert (tmp_path / f"widened-{w['to_prefilter_hz']:g}").is_dir()
+    assert s.checkpoint_dir == tmp_path and s.n_evaluations_ > w["first_evaluations"]
     w = dict(w)
     again = s.fit(two_masses)  # resumed from both checkpoints: the same answer
     same = {k: v for k, v in again.widened_.items() if k != "first_evaluations"}
@@ -89,3 +90,24 @@ def test_the_search_runs_again_at_the_wider_cut_off_and_records_the_first(
     once = StructureSearch(2, 1, 0, settings=replace(preset, widen_prefilter=False))
     assert once.fit(two_masses).widened_ is None
     assert once.settings.identification.prefilter_hz == 25.0
+
+
+def test_a_second_search_that_fails_leaves_the_first_answer(two_masses, monkeypatch) -> None:
+    preset = data_settings(estimate_scales(two_masses), position=True, wide=True,
+                           allowed=("two_mass", "viscous"), final_top=0, polish_rounds=0)  # fmt: skip
+    calls = []
+    search_once = StructureSearch._search
+
+    def failing_second(self, recording, data):
+        calls.append(self._preset.identification.prefilter_hz)
+        if len(calls) == 2:
+            raise RuntimeError("a worker died")
+        return search_once(self, recording, data)
+
+    monkeypatch.setattr(StructureSearch, "_search", failing_second)
+    s = StructureSearch(2, 1, 0, settings=preset)
+    with pytest.raises(RuntimeError, match="a worker died"):
+        s.fit(two_masses)
+    assert calls[0] == 25.0 and calls[1] > 25.0  # it did widen
+    assert s.widened_ is None and s.settings.identification.prefilter_hz == 25.0
+    assert s.best_structure_ and s.settings.widen_prefilter  # the first search, as it was
