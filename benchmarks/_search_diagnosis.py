@@ -130,10 +130,13 @@ def prefilter_line(widened: dict | None, hz: float) -> str:
     (``StructureSearch.widened_``) from what and why."""
     if not widened:
         return f"; prefilter {hz:g} Hz"
-    q = widened["periodic"]
-    return (f"; prefilter {widened['from_prefilter_hz']:g} -> {hz:g} Hz (the first answer "
+    q, to = widened["periodic"], widened["to_prefilter_hz"]
+    kept = widened.get("kept", True)
+    second = "" if kept else (f"; the answer at {to:g} Hz, {'+'.join(widened['second_structure'])}"
+                              f", left one too: the first stands")  # fmt: skip
+    return (f"; prefilter {widened['from_prefilter_hz']:g} -> {to:g} Hz (the first answer "
             f"{'+'.join(widened['first_structure'])} left a periodic peak at "
-            f"{q['frequency_hz']:.4g} Hz, p {q['p_value']:.2g})")  # fmt: skip
+            f"{q['frequency_hz']:.4g} Hz, p {q['p_value']:.2g}{second}); answered at {hz:g} Hz")  # fmt: skip
 
 
 def gain_line(gain: dict | None) -> str:

@@ -94,14 +94,17 @@ class DriveRecorder(Recorder):
 
     def widened(self, record: dict[str, Any] | None) -> None:
         """A search run again at a wider prefilter (`gp.widening`): `widened.*` params (the
-        cut-offs and the first answer; the `gp.*` params are the first search's) and metrics
+        cut-offs, both answers and which stands; the `gp.*` params are the first search's) and
+        metrics
         (the periodic peak and its p), `widened.json`. Nothing when it ran once."""
         if not record:
             return
         q = record["periodic"]
         self.run.params({"widened.from_prefilter_hz": f"{record['from_prefilter_hz']:g}",
                          "widened.to_prefilter_hz": f"{record['to_prefilter_hz']:g}",
-                         "widened.first_codes": ",".join(map(str, record["first_codes"]))})  # fmt: skip
+                         "widened.first_codes": ",".join(map(str, record["first_codes"])),
+                         "widened.second_codes": ",".join(map(str, record["second_codes"])),
+                         "widened.kept": str(bool(record["kept"]))})  # fmt: skip
         self.run.metrics({"widened.peak_hz": float(q["frequency_hz"]),
                           "widened.p_value": float(q["p_value"])})  # fmt: skip
         self.run.json(record, "widened.json")

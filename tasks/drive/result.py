@@ -58,10 +58,11 @@ class DriveResult:
     #: fit `estimated` it, and its `profile` ([f_tanh, rss] tried)
     friction_gain: dict[str, Any] | None = None
     #: the search ran twice (`StructureSearch.widened_`, `gp.widening`): the first answer's
-    #: residual left a `periodic` component above its prefilter `from_prefilter_hz`, so the
-    #: answer comes from a search at `to_prefilter_hz` (0: none); the first answer's
-    #: `first_structure`, `first_codes`, `first_rss`, `first_fitness`, `first_evaluations`.
-    #: None when it ran once
+    #: residual left a `periodic` component above its prefilter `from_prefilter_hz`, so it
+    #: searched again at `to_prefilter_hz` (0: none); the first answer's `first_structure`,
+    #: `first_codes`, `first_rss`, `first_fitness`, `first_evaluations`, the second's
+    #: (`second_*`, its residual's `second_periodic`) and whether the second answer is the
+    #: one reported (`kept`: its residual passes Fisher's test). None when it ran once
     widened: dict[str, Any] | None = None
 
     def _link(self, run_id: Any) -> Any:
@@ -233,4 +234,17 @@ def widened_text(record: dict[str, Any] | None) -> str:
     return (f"searched again {'without a prefilter' if not to else f'with the prefilter at {to:g} Hz'}: "
             f"the answer at {record['from_prefilter_hz']:g} Hz, {{{codes}}} (RSS "
             f"{record['first_rss']:.4g}), left a periodic component ({describe(q)}) above that "
-            f"cut-off, where its fit did not look")  # fmt: skip
+            f"cut-off, where its fit did not look" + _second_words(record))  # fmt: skip
+
+
+def _second_words(record: dict[str, Any]) -> str:
+    """What became of the second search's answer (`gp.widening.judged`)."""
+    if "kept" not in record:
+        return ""
+    codes = ",".join(map(str, record["second_codes"]))
+    if record["kept"]:
+        return f"; the answer there, {{{codes}}}, explains it (its residual shows none)"
+    q = record.get("second_periodic")
+    left = f" ({describe(q)})" if q else ""
+    return (f"; the answer there, {{{codes}}}, left one too{left}, so the first answer "
+            f"stands")  # fmt: skip

@@ -328,6 +328,12 @@ def test_a_widened_search_says_why_on_the_run_page_and_in_the_json() -> None:
                            "{1,8,10} (RSS 0.0206), left a periodic component (peak 52.6 Hz, 2.04 % of the "
                            "residual's power, Fisher's p 6e-11) above that cut-off")  # fmt: skip
     assert "without a prefilter" in widened_text(record | {"to_prefilter_hz": 0.0})
+    second = {"second_codes": [2, 8, 9, 10], "second_periodic": periodic | {"passed": True}}
+    kept = widened_text(record | second | {"kept": True})
+    assert kept.endswith("; the answer there, {2,8,9,10}, explains it (its residual shows none)")
+    first = widened_text(record | second | {"kept": False})
+    assert first.endswith("left one too (peak 52.6 Hz, 2.04 % of the residual's power, Fisher's "
+                          "p 6e-11), so the first answer stands")  # fmt: skip
     assert widened_text(None) == ""
     drive = DriveResult(["two_mass", "gravity"], [2, 8], {"J1": 1.0}, 2.0, 0.5, 3, "r", "h",
                         "s", None, "data", "ui", widened=record)  # fmt: skip

@@ -194,25 +194,28 @@ class StructureSearch:
     def fit(self, recording: Any) -> StructureSearch:
         """Run (or resume) the search on a drive recording; returns ``self``. With
         ``widen_prefilter``, where the answer's residual leaves a periodic component above the
-        prefilter, once more at the cut-off that shows it (``widening``): ``widened_`` then
-        records the first answer, else it is None."""
+        prefilter, once more at the cut-off that shows it (``widening``), whose answer stands
+        where it explains that component: ``widened_`` then records both, else it is None."""
         data, self.widened_ = as_arrays(recording), None
         preset, directory = self._preset, self.checkpoint_dir
         self._search(recording, data)
         wider = widening.wider(self, preset, data)
-        if wider is not None:  # the second search: its own checkpoints, the same search after
-            first = self.settings
-            self._preset, self.widened_ = wider
-            cut = self._preset.identification.prefilter_hz
-            self.checkpoint_dir = directory and directory / f"widened-{cut:g}"
-            try:
-                self._search(recording, data)
-            except BaseException:  # the first answer stands, as it was
-                self.settings, self.widened_ = first, None
-                raise
-            finally:
-                self._preset, self.checkpoint_dir = preset, directory
-            self.n_evaluations_ += self.widened_["first_evaluations"]
+        if wider is None:
+            return self
+        first = dict(self.__dict__)  # the first search's answer, whole
+        self._preset, self.widened_ = wider  # (a progress callback reads it meanwhile)
+        cut = self._preset.identification.prefilter_hz
+        self.checkpoint_dir = directory and directory / f"widened-{cut:g}"  # its own checkpoints
+        try:
+            self._search(recording, data)
+            record = widening.judged(self, data, wider[1])
+        except BaseException:  # the first answer stands, as it was
+            self.__dict__.update(first)
+            raise
+        if not record["kept"]:
+            self.__dict__.update(first)
+        self._preset, self.checkpoint_dir, self.widened_ = preset, directory, record
+        self.n_evaluations_ = record["first_evaluations"] + record["second_evaluations"]
         return self
 
     def _search(self, recording: Any, data: RecordingArrays) -> None:

@@ -7,9 +7,11 @@ structure without it is the fittest. The raw residual still carries it: where th
 residual fails Fisher's periodic test (``models.drivetrain.periodic``, at the level of the
 residual tests) with its peak above the cut-off, the search runs again at the cut-off that
 shows the peak (``fit_evidence.wider_cutoff``: twice the peak, or no prefilter above a
-quarter of the sampling rate) and answers from there. Once: the second answer stands whatever
-its own residual shows (its evidence reports it). A white residual, a peak inside the band, or
-a cut-off the user named leave the search as it was.
+quarter of the sampling rate), once. Its answer stands where it explains what the first left:
+its own residual passes Fisher's test (:func:`judged`); else the first answer stands (a peak
+the wider search cannot model either, as a backlash's impacts, is no evidence for the richer
+structure it finds there). A white residual, a peak inside the band, or a cut-off the user
+named leave the search as it was.
 """
 
 from __future__ import annotations
@@ -46,3 +48,21 @@ def wider(search: Any, preset: GPSettings, data: RecordingArrays) -> tuple[GPSet
     }  # fmt: skip
     return replace(preset, widen_prefilter=False,
                    identification=replace(preset.identification, prefilter_hz=cut)), record  # fmt: skip
+
+
+def judged(search: Any, data: RecordingArrays, record: dict) -> dict:
+    """``record`` (:func:`wider`'s) with the second search's answer (``second_structure``,
+    ``second_codes``, ``second_rss``, its residual's ``second_periodic``, its
+    ``second_evaluations``) and ``kept``: whether
+    it stands, that is whether its residual passes Fisher's periodic test (or is an exact fit):
+    the component the first answer left is explained."""
+    from models.drivetrain.fit_evidence import answer_residuals  # imports gp
+
+    res = answer_residuals(search.best_evaluation_, data, search.settings)
+    q, best = res.periodic, search.best_evaluation_
+    return record | {
+        "kept": bool(res.exact_fit or q is None or q.passed),
+        "second_structure": list(best.structure), "second_codes": list(best.codes),
+        "second_rss": float(best.rss), "second_periodic": q.to_dict() if q else None,
+        "second_evaluations": search.n_evaluations_,
+    }  # fmt: skip

@@ -77,15 +77,21 @@ def test_the_search_runs_again_at_the_wider_cut_off_and_records_the_first(
                            allowed=("two_mass", "viscous"), final_top=0, polish_rounds=0)  # fmt: skip
     s = StructureSearch(2, 1, 0, settings=preset, checkpoint_dir=tmp_path).fit(two_masses)
     w = s.widened_
-    assert w is not None and w["from_prefilter_hz"] == 25.0
-    assert s.settings.identification.prefilter_hz == w["to_prefilter_hz"] > 25.0
-    assert s.to_dict()["widened"] == w
+    assert w is not None and w["from_prefilter_hz"] == 25.0 and w["to_prefilter_hz"] > 25.0
+    # the answer is the second search's where its residual passes Fisher's test, else the first
+    assert w["kept"] == (w["second_periodic"] is None or w["second_periodic"]["passed"])
+    answer = "second" if w["kept"] else "first"
+    assert s.best_structure_ == w[f"{answer}_structure"] and s.best_rss_ == w[f"{answer}_rss"]
+    cut = w["to_prefilter_hz"] if w["kept"] else 25.0
+    assert s.settings.identification.prefilter_hz == cut and s.to_dict()["widened"] == w
     assert (tmp_path / f"widened-{w['to_prefilter_hz']:g}").is_dir()
-    assert s.checkpoint_dir == tmp_path and s.n_evaluations_ > w["first_evaluations"]
+    assert s.checkpoint_dir == tmp_path
+    assert s.n_evaluations_ == w["first_evaluations"] + w["second_evaluations"]
     w = dict(w)
     again = s.fit(two_masses)  # resumed from both checkpoints: the same answer
-    same = {k: v for k, v in again.widened_.items() if k != "first_evaluations"}
-    assert same == {k: v for k, v in w.items() if k != "first_evaluations"}  # none evaluated
+    counts = ("first_evaluations", "second_evaluations")  # none evaluated on the resume
+    same = {k: v for k, v in again.widened_.items() if k not in counts}
+    assert same == {k: v for k, v in w.items() if k not in counts}
     assert again.best_structure_ == s.best_structure_ and again.resumed_from_ == 1
     once = StructureSearch(2, 1, 0, settings=replace(preset, widen_prefilter=False))
     assert once.fit(two_masses).widened_ is None
@@ -111,3 +117,26 @@ def test_a_second_search_that_fails_leaves_the_first_answer(two_masses, monkeypa
     assert calls[0] == 25.0 and calls[1] > 25.0  # it did widen
     assert s.widened_ is None and s.settings.identification.prefilter_hz == 25.0
     assert s.best_structure_ and s.settings.widen_prefilter  # the first search, as it was
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_the_second_answer_stands_only_where_it_explains_the_peak(two_masses, monkeypatch,
+                                                                    kept) -> None:  # fmt: skip
+    # widening.judged decides; where it says no, the first search's answer comes back whole
+    preset = data_settings(estimate_scales(two_masses), position=True, wide=True,
+                           allowed=("two_mass", "viscous"), final_top=0, polish_rounds=0)  # fmt: skip
+    judged = widening.judged
+
+    def verdict(search, data, record):
+        out = judged(search, data, record) | {"kept": kept}
+        seen.append((search.best_evaluation_, search.history_))
+        return out
+
+    seen: list = []
+    monkeypatch.setattr(widening, "judged", verdict)
+    s = StructureSearch(2, 1, 0, settings=preset).fit(two_masses)
+    second, history = seen[0]
+    assert (s.best_evaluation_ is second) == kept and (s.history_ is history) == kept
+    assert s.settings.identification.prefilter_hz == (s.widened_["to_prefilter_hz"] if kept
+                                                      else 25.0)  # fmt: skip
+    assert s.widened_["kept"] is kept
