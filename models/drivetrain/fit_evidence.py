@@ -210,6 +210,8 @@ def failure_note(resid: ResidualAnalysis, prefilter_hz: float, dt: float) -> str
             hint = (f"acting above the {prefilter_hz:g} Hz prefilter, where the fit does not "
                     f"look: identify again with --prefilter {cut:g}"
                     + (" (no prefilter)" if cut == 0 else ""))  # fmt: skip
+        else:  # inside the band the fit looks at: a mode or loop there, missing or misplaced
+            hint = f"or misplaced: a mode or a loop near {q.frequency_hz:.3g} Hz"
     return (
         f"{head}): the recording shows dynamics this structure does not model (a part "
         f"missing, {hint}; or another friction shape); the intervals and rivals assume it "

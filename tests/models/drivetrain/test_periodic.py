@@ -81,8 +81,10 @@ def test_the_failure_note_names_the_cut_off_that_shows_a_mode_above_the_prefilte
     assert "--prefilter 0 (no prefilter)" in beyond  # 2 x 180 Hz lies above fs / 4
     inside = failure_note(residual_analysis(_tone(900, 10.0, 0.3, rng), u, dt=DT), 25.0, DT)
     assert "periodic component (peak 1" in inside and "--prefilter" not in inside
+    assert "missing, or misplaced: a mode or a loop near 1" in inside
     unfiltered = failure_note(residual_analysis(_tone(900, 52.6, 0.3, rng), u, dt=DT), 0.0, DT)
     assert "--prefilter" not in unfiltered and "0 Hz prefilter" not in unfiltered
+    assert "a mode or a loop near 5" in unfiltered
 
 
 @pytest.mark.parametrize(
