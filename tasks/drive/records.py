@@ -95,8 +95,7 @@ class DriveRecorder(Recorder):
     def widened(self, record: dict[str, Any] | None) -> None:
         """A search run again at a wider prefilter (`gp.widening`): `widened.*` params (the
         cut-offs, both answers and which stands; the `gp.*` params are the first search's) and
-        metrics
-        (the periodic peak and its p), `widened.json`. Nothing when it ran once."""
+        metrics (the periodic peak and its p), `widened.json`. Nothing when it ran once."""
         if not record:
             return
         q = record["periodic"]

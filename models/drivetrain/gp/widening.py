@@ -28,14 +28,17 @@ def wider(search: Any, preset: GPSettings, data: RecordingArrays) -> tuple[GPSet
     with (its cut-off widened, no further widening; the preset's friction gain, the second
     search chooses its own) and the record of the first answer (the search's ``widened_``);
     None when its settings do not widen or its answer's residual shows nothing periodic above
-    the prefilter."""
+    the prefilter, or cannot be simulated (a check that only adds a search must not end one)."""
     from models.drivetrain.fit_evidence import answer_residuals, wider_cutoff  # imports gp
 
     s = search.settings
     if not s.widen_prefilter:
         return None
     ident = s.identification
-    res = answer_residuals(search.best_evaluation_, data, s)
+    try:
+        res = answer_residuals(search.best_evaluation_, data, s)
+    except Exception:
+        return None
     cut = wider_cutoff(res, ident.prefilter_hz, data.dt)
     if cut is None or res.periodic is None:  # (the latter implied by the former: for mypy)
         return None
@@ -53,15 +56,19 @@ def wider(search: Any, preset: GPSettings, data: RecordingArrays) -> tuple[GPSet
 def judged(search: Any, data: RecordingArrays, record: dict) -> dict:
     """``record`` (:func:`wider`'s) with the second search's answer (``second_structure``,
     ``second_codes``, ``second_rss``, its residual's ``second_periodic``, its
-    ``second_evaluations``) and ``kept``: whether
-    it stands, that is whether its residual passes Fisher's periodic test (or is an exact fit):
-    the component the first answer left is explained."""
+    ``second_evaluations``) and ``kept``: whether it stands, that is whether its residual
+    passes Fisher's periodic test (or is an exact fit): the component the first answer left is
+    explained. A residual that cannot be simulated explains nothing: the first answer stands."""
     from models.drivetrain.fit_evidence import answer_residuals  # imports gp
 
-    res = answer_residuals(search.best_evaluation_, data, search.settings)
-    q, best = res.periodic, search.best_evaluation_
+    try:
+        res = answer_residuals(search.best_evaluation_, data, search.settings)
+        q, kept = res.periodic, bool(res.exact_fit or res.periodic is None or res.periodic.passed)
+    except Exception:
+        q, kept = None, False
+    best = search.best_evaluation_
     return record | {
-        "kept": bool(res.exact_fit or q is None or q.passed),
+        "kept": kept,
         "second_structure": list(best.structure), "second_codes": list(best.codes),
         "second_rss": float(best.rss), "second_periodic": q.to_dict() if q else None,
         "second_evaluations": search.n_evaluations_,

@@ -140,3 +140,19 @@ def test_the_second_answer_stands_only_where_it_explains_the_peak(two_masses, mo
     assert s.settings.identification.prefilter_hz == (s.widened_["to_prefilter_hz"] if kept
                                                       else 25.0)  # fmt: skip
     assert s.widened_["kept"] is kept
+
+
+def test_a_residual_that_cannot_be_simulated_widens_nothing_and_keeps_the_first(
+    two_masses, monkeypatch
+) -> None:
+    import models.drivetrain.fit_evidence as fit_evidence
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no native build")
+
+    preset = data_settings(estimate_scales(two_masses), position=True, wide=True)
+    search = _answer(two_masses, preset)
+    monkeypatch.setattr(fit_evidence, "answer_residuals", broken)
+    assert widening.wider(search, preset, as_arrays(two_masses)) is None
+    record = widening.judged(search, as_arrays(two_masses), {"first_structure": ["one_mass"]})
+    assert record["kept"] is False and record["second_periodic"] is None
