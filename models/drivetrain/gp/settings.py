@@ -203,7 +203,8 @@ class GPSettings:
     - ``widen_prefilter`` (since 2026-12-07; the ``data`` preset's unless a cut-off is named):
       when the answer's residual fails Fisher's periodic test with its peak above the
       prefilter (``fit_evidence.wider_cutoff``), the search runs once more at the cut-off that
-      shows it and answers from there (``StructureSearch.widened_``; docs/methods.md §2.4).
+      shows it, and answers from there where that answer's residual passes the test, else
+      with its first answer (``gp.widening``, ``StructureSearch.widened_``; methods §2.4).
     - ``init_max_nodes``: size of the random initial trees (uniform in 1..init_max_nodes);
       ``max_nodes`` bounds the growth by operators.
     """
