@@ -208,3 +208,16 @@ def test_a_row_keeps_the_answers_parameters_and_its_residual_tests():
         assert facts["answer_parameters"] == dict(ev.parameters)
         assert facts["residuals_passed"] is passed
         assert facts["periodic"]["bins"] == (rec.shape[0] - 1) // 2  # Fisher's test, whole record
+
+
+def test_the_benchmarks_prefilter_option_refuses_what_is_not_a_cut_off():
+    """``--prefilter``: default, spectrum or a cut-off in Hz > 0; anything else is named."""
+    import argparse
+
+    from benchmarks._drive_machines import prefilter_arg
+
+    assert [prefilter_arg(v) for v in ("default", "spectrum", "110")] == ["default", "spectrum",
+                                                                          "110"]  # fmt: skip
+    for bad in ("x", "0", "-5", "nan", "inf", "<b>", ""):
+        with pytest.raises(argparse.ArgumentTypeError, match="--prefilter must be"):
+            prefilter_arg(bad)
