@@ -137,7 +137,7 @@ def n_states(m: Machine) -> int:
 
 def simulate_machine(m: Machine, rtol: float = 1e-10, atol_rel: float = 1e-12) -> pd.DataFrame:
     """The noise-free recording of ``m`` (columns of ``schemas.drive``) by ``solve_ivp``."""
-    t = np.arange(round(m.duration / m.dt) + 1) * m.dt
+    t = np.arange(n_samples(m)) * m.dt
     x0 = np.zeros(n_states(m))
     atol = atol_rel * max(m.notes.get("v_max", 1.0), 1e-9)
     # backlash switches its gap's law on the walls: an explicit method with a bounded step
@@ -286,6 +286,55 @@ def prefilter_arg(text: str) -> str:
             f"--prefilter must be default, spectrum or a cut-off in Hz > 0, got {text!r}"
         )
     return text
+
+
+def machine_list(text: str) -> set[int]:
+    """``--only 5,7``: machine numbers >= 0 (argparse's type: a clear error otherwise)."""
+    import argparse
+
+    try:
+        out = {int(part) for part in text.split(",")}
+    except ValueError:
+        out = {-1}
+    if not out or min(out) < 0:
+        raise argparse.ArgumentTypeError(
+            f"--only must list machine numbers >= 0 separated by commas, got {text!r}"
+        )
+    return out
+
+
+def n_samples(m: Machine) -> int:
+    """The rows of ``m``'s recording."""
+    return round(m.duration / m.dt) + 1
+
+
+def machine_recordings(seed: int, percent: float, wanted: set[int] | None = None):
+    """``(i, machine, recording)`` for machines 0, 1, 2, ... of ``seed`` as the benchmarks draw
+    them: one generator draws each machine, then its noise (``add_noise``, ``percent``). A
+    machine not in ``wanted`` (None: all) is drawn and its noise drawn and dropped, not
+    simulated (the recording is None): the machines after it are the same, at no ``solve_ivp``
+    cost (``tests/models/drivetrain/test_recovery_oracle.py``)."""
+    rng = np.random.default_rng(seed)
+    i = 0
+    while True:
+        m = draw_machine(rng, i)
+        if wanted is None or i in wanted:
+            yield i, m, add_noise(simulate_machine(m), percent, rng)
+        else:
+            rng.normal(0.0, 1.0, n_samples(m))  # add_noise's draw (its scale draws nothing)
+            yield i, m, None
+        i += 1
+
+
+def machine_recording(seed: int, percent: float, i: int) -> tuple[Machine, pd.DataFrame]:
+    """Machine ``i`` >= 0 of ``seed`` and its recording, as the benchmarks draw it
+    (:func:`machine_recordings`, simulating that one alone)."""
+    if not i >= 0:
+        raise ValueError(f"machine {i!r} is not a machine number (0, 1, ...)")
+    for j, m, rec in machine_recordings(seed, percent, {i}):
+        if j == i and rec is not None:
+            return m, rec
+    raise AssertionError("unreachable: the machines are drawn without end")
 
 
 def add_noise(rec: pd.DataFrame, percent: float, rng: np.random.Generator) -> pd.DataFrame:

@@ -55,6 +55,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from benchmarks._drive_machines import (
     add_noise,
     draw_machine,
+    machine_list,
+    machine_recordings,
     prefilter_arg,
     preset_settings,
     simulate_machine,
@@ -242,11 +244,12 @@ def run_search(args, bench: Bench) -> None:
     from benchmarks._search_diagnosis import append_row, done_rows, miss_kind, show_search
 
     for _ in bench.runs():
-        rng = np.random.default_rng(args.seed)
         rows, kinds, done = [], Counter[str](), done_rows(args.rows, args)
-        for i in range(args.machines):
-            m = draw_machine(rng, i)
-            rec = add_noise(simulate_machine(m), args.noise_percent, rng)
+        wanted = set(args.only or range(args.machines)) - set(done)
+        machines = machine_recordings(args.seed, args.noise_percent, wanted)
+        for i, m, rec in itertools.islice(machines, args.machines):
+            if args.only and i not in args.only:
+                continue
             try:
                 rows.append(done[i] if i in done else search_one(i, m, rec, args))
             except InputError:
@@ -362,12 +365,17 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("--population", "--generations"):
         parser.add_argument(name, type=int, default=10, help="search: as the CLI's")
     parser.add_argument("--workers", type=int, default=2, help="search: worker processes")
+    parser.add_argument("--only", type=machine_list, default=None,
+                        help="search: these machines alone (as 5,7; each below --machines), "
+                        "the others drawn but neither simulated nor searched")  # fmt: skip
     parser.add_argument("--diagnose", action="store_true",
                         help="search: fit the truth alone when the search misses it")  # fmt: skip
     parser.add_argument("--rows", default="", help="search: write the rows as JSON here; a "
                         ".jsonl file: appended per machine, a rerun skips those done")  # fmt: skip
     add_arguments(parser, repeats=1)
     args = parser.parse_args(argv)
+    if args.only and max(args.only) >= args.machines:
+        parser.error(f"--only {max(args.only)}: not among the {args.machines} --machines")
     global WIDE, PROFILE_GAIN, CONTINUE, PREFILTER
     PREFILTER = args.prefilter
     WIDE, PROFILE_GAIN = args.boxes == "wide", args.friction_gain == "profile"

@@ -27,11 +27,9 @@ from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
-from benchmarks._drive_machines import add_noise, draw_machine, preset_settings, simulate_machine
+from benchmarks._drive_machines import machine_recording, preset_settings
 from benchmarks._recovery_checks import interval_check, interval_figures, residual_figures
 from benchmarks._report import Bench, add_arguments
 from benchmarks._search_diagnosis import residual_facts, residual_word
@@ -39,6 +37,7 @@ from methods.errors import InputError
 
 #: what a hand-edited or foreign row raises (a field missing or of the wrong kind)
 #: what a hand-edited or foreign row raises (ArgumentTypeError: a key's prefilter that is not one)
+MAX_MACHINE = 1000  # machine numbers a rows file may name
 ROW_ERRORS = (
     KeyError,
     TypeError,
@@ -69,11 +68,10 @@ def search_rows(path: str, exact: bool = True) -> list[dict]:
 def regenerated(row: dict) -> tuple:
     """The row's machine, its recording and the search's settings at the answer's gain (and
     cut-off, where the search widened it)."""
-    key = row["key"]
-    rng = np.random.default_rng(key["seed"])
-    for i in range(row["machine"] + 1):  # the machines are drawn in sequence
-        m = draw_machine(rng, i)
-        rec = add_noise(simulate_machine(m), key["noise_percent"], rng)
+    key, i = row["key"], row["machine"]
+    if not i < MAX_MACHINE:  # (drawing them would take hours)
+        raise ValueError(f"machine {i!r} is not a machine number (0..{MAX_MACHINE - 1})")
+    m, rec = machine_recording(key["seed"], key["noise_percent"], i)
     gp = preset_settings(rec, key["boxes"] == "wide", key["prefilter"],
                          position=True, population=key["population"],
                          generations=key["generations"])  # fmt: skip

@@ -95,7 +95,8 @@ class DriveRecorder(Recorder):
     def widened(self, record: dict[str, Any] | None) -> None:
         """A search run again at a wider prefilter (`gp.widening`): `widened.*` params (the
         cut-offs, both answers and which stands; the `gp.*` params are the first search's) and
-        metrics (the periodic peak and its p), `widened.json`. Nothing when it ran once."""
+        metrics (the periodic peak and its p, the springs' box tops before and after),
+        `widened.json`. Nothing when it ran once."""
         if not record:
             return
         q = record["periodic"]
@@ -104,8 +105,10 @@ class DriveRecorder(Recorder):
                          "widened.first_codes": ",".join(map(str, record["first_codes"])),
                          "widened.second_codes": ",".join(map(str, record["second_codes"])),
                          "widened.kept": str(bool(record["kept"]))})  # fmt: skip
+        tops = {f"widened.{k}": float(record[k])
+                for k in ("from_stiffness_max", "to_stiffness_max") if k in record}  # fmt: skip
         self.run.metrics({"widened.peak_hz": float(q["frequency_hz"]),
-                          "widened.p_value": float(q["p_value"])})  # fmt: skip
+                          "widened.p_value": float(q["p_value"])} | tops)  # fmt: skip
         self.run.json(record, "widened.json")
 
     def generation(self, g: int, best: Any) -> None:

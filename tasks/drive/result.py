@@ -225,14 +225,21 @@ def selection_lines(selection: dict[str, Any] | None) -> list[str]:
 
 
 def widened_text(record: dict[str, Any] | None) -> str:
-    """`searched again with the prefilter at 110 Hz: the answer at 25 Hz, {1,3,8} (RSS ...),
-    left a periodic component ...`; empty when the search ran once."""
+    """`searched again with the prefilter at 110 Hz and springs up to 1.4e+03 (from 5.47): the
+    answer at 25 Hz, {1,3,8} (RSS ...), left a periodic component ...`; empty when the search
+    ran once (a record before 2026-12-07 names no springs)."""
     if not record:
         return ""
     q, to = record["periodic"], record["to_prefilter_hz"]
     codes = ",".join(map(str, record["first_codes"]))
-    return (f"searched again {'without a prefilter' if not to else f'with the prefilter at {to:g} Hz'}: "
-            f"the answer at {record['from_prefilter_hz']:g} Hz, {{{codes}}} (RSS "
+    springs = (
+        f" and springs up to {record['to_stiffness_max']:.3g} (from "
+        f"{record['from_stiffness_max']:.3g})"
+        if record.get("to_stiffness_max", 0) > record.get("from_stiffness_max", 0)
+        else ""
+    )
+    return (f"searched again {'without a prefilter' if not to else f'with the prefilter at {to:g} Hz'}"
+            f"{springs}: the answer at {record['from_prefilter_hz']:g} Hz, {{{codes}}} (RSS "
             f"{record['first_rss']:.4g}), left a periodic component ({describe(q)}) above that "
             f"cut-off, where its fit did not look" + _second_words(record))  # fmt: skip
 

@@ -328,6 +328,11 @@ def test_a_widened_search_says_why_on_the_run_page_and_in_the_json() -> None:
                            "{1,8,10} (RSS 0.0206), left a periodic component (peak 52.6 Hz, 2.04 % of the "
                            "residual's power, Fisher's p 6e-11) above that cut-off")  # fmt: skip
     assert "without a prefilter" in widened_text(record | {"to_prefilter_hz": 0.0})
+    springs = {"from_stiffness_max": 5.466, "to_stiffness_max": 1432.0}
+    assert widened_text(record | springs).startswith(
+        "searched again with the prefilter at 110 Hz and springs up to 1.43e+03 (from 5.47): "
+        "the answer at 25 Hz"
+    )
     second = {"second_codes": [2, 8, 9, 10], "second_periodic": periodic | {"passed": True}}
     kept = widened_text(record | second | {"kept": True})
     assert kept.endswith("; the answer there, {2,8,9,10}, explains it (its residual shows none)")

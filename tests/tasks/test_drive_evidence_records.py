@@ -68,3 +68,27 @@ def test_the_result_shows_the_evidence(fitted: dict[str, Any]) -> None:
     assert j1["joint_lower"] < j1["lower"] < j1["upper"] < j1["joint_upper"]
     old = {k: v for k, v in j1.items() if not k.startswith("joint")}
     assert joint_text(old) == "-" and joint_text(j1 | {"joint_upper": None}) == "-"
+
+
+def test_a_widened_search_is_logged_with_both_answers_and_the_springs_box() -> None:
+    periodic = {"frequency_hz": 52.6, "share": 0.02, "p_value": 6e-11, "bins": 1500,
+                "confidence": 0.99, "passed": False}  # fmt: skip
+    record = {"from_prefilter_hz": 25.0, "to_prefilter_hz": 110.0, "periodic": periodic,
+              "first_codes": [1, 8, 10], "second_codes": [2, 8, 9, 10], "kept": True,
+              "from_stiffness_max": 5.466, "to_stiffness_max": 1432.0}  # fmt: skip
+    tracker = InMemoryTracker()
+    recorder = DriveRecorder("widened", tracker)
+    with recorder.session({"structure": []}) as run_id:
+        recorder.widened(record)
+        recorder.widened(None)  # a search that ran once logs nothing
+    run = tracker.runs[run_id]
+    assert run.params["widened.to_prefilter_hz"] == "110" and run.params["widened.kept"] == "True"
+    assert run.params["widened.first_codes"] == "1,8,10"
+    last = {k: v[-1][1] for k, v in run.metrics.items()}
+    assert last["widened.peak_hz"] == 52.6 and last["widened.to_stiffness_max"] == 1432.0
+    assert last["widened.from_stiffness_max"] == 5.466
+    assert run.artifacts["widened.json"] == record
+    old = {k: v for k, v in record.items() if "stiffness" not in k}  # before 2026-12-07
+    with recorder.session({"structure": []}) as run_id:
+        recorder.widened(old)
+    assert "widened.to_stiffness_max" not in tracker.runs[run_id].metrics

@@ -7,7 +7,10 @@ structure without it is the fittest. The raw residual still carries it: where th
 residual fails Fisher's periodic test (``models.drivetrain.periodic``, at the level of the
 residual tests) with its peak above the cut-off, the search runs again at the cut-off that
 shows the peak (``fit_evidence.wider_cutoff``: twice the peak, or no prefilter above a
-quarter of the sampling rate), once. Its answer stands where it explains what the first left:
+quarter of the sampling rate), once, with stiffness and damping boxes that hold a mode at the
+peak (:func:`with_mode_at`: the scales drew them around the resonance the recording's
+spectrum showed, below the prefilter; seed-1 #5 of the recovery benchmark, a 54 Hz mode,
+had its stiffness 2.6x above the box's top). Its answer stands where it explains what the first left:
 its own residual passes Fisher's test (:func:`judged`); else the first answer stands (a peak
 the wider search cannot model either, as a backlash's impacts, is no evidence for the richer
 structure it finds there). A white residual, a peak inside the band, or a cut-off the user
@@ -16,11 +19,16 @@ named leave the search as it was.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
 
 from models.drivetrain.gp.evaluate import RecordingArrays
 from models.drivetrain.gp.settings import GPSettings
+from models.drivetrain.scales import STIFFNESS_DECADES, WIDE_DAMPING
+from models.drivetrain.submodels import Submodel, parameter_specs
+
+LADDER = Submodel.FOUR_MASS  # its springs and dampers c1..c3, d1..d3 cover every ladder's
 
 
 def wider(search: Any, preset: GPSettings, data: RecordingArrays) -> tuple[GPSettings, dict] | None:
@@ -49,8 +57,41 @@ def wider(search: Any, preset: GPSettings, data: RecordingArrays) -> tuple[GPSet
         "first_codes": list(best.codes), "first_rss": float(best.rss),
         "first_fitness": float(best.fitness), "first_evaluations": search.n_evaluations_,
     }  # fmt: skip
-    return replace(preset, widen_prefilter=False,
+    wider = with_mode_at(preset, res.periodic.frequency_hz)
+    record |= {"from_stiffness_max": _top(preset, "c1"), "to_stiffness_max": _top(wider, "c1")}
+    return replace(wider, widen_prefilter=False,
                    identification=replace(preset.identification, prefilter_hz=cut)), record  # fmt: skip
+
+
+def with_mode_at(preset: GPSettings, peak_hz: float) -> GPSettings:
+    """``preset`` whose spring and damper boxes (``c1..c3``, ``d1..d3``) also hold the scales'
+    boxes (``Scales.nominals``) around a mode at ``peak_hz``: springs ``c / 100 .. 10 c`` with
+    ``c = (2 pi f)^2 J / 4`` between two halves of the nominal inertia ``J`` (the most any
+    split needs), dampers ``d / 30 .. 10 d`` around a damping ratio of 0.05 there
+    (``d = 0.1 sqrt(c J / 4)``). Each box becomes the union of the two, also around a value
+    the user typed (its box 50..200 %, the ``narrow`` boxes' too: the peak is the data's
+    evidence against it; a cut-off named keeps every box, as it turns the widening off); the
+    nominals stay."""
+    nominals, bounds = dict(preset.nominals), dict(preset.bounds)
+    masses = {s.name: s.nominal for s in parameter_specs(Submodel.TWO_MASS, nominals, bounds)}
+    J = masses["J1"] + masses["J2"]
+    c = (2 * math.pi * peak_hz) ** 2 * J / 4
+    d = 0.1 * math.sqrt(c * J / 4)
+    boxes = {"c": (c / STIFFNESS_DECADES[0], c * STIFFNESS_DECADES[1]),
+             "d": (d / WIDE_DAMPING[0], d * WIDE_DAMPING[1])}  # fmt: skip
+    generic = {k: v for k, v in nominals.items() if "." not in k}  # the ladders share bounds
+    for spec in parameter_specs(LADDER, generic, bounds):
+        if spec.name[0] in boxes:
+            lo, hi = boxes[spec.name[0]]
+            bounds[spec.name] = (min(spec.lower, lo), max(spec.upper, hi))
+    return replace(preset, bounds=bounds)  # type: ignore[arg-type]  # normalised to tuples
+
+
+def _top(preset: GPSettings, name: str) -> float:
+    """The upper bound of the generic parameter ``name`` (``c1``) under ``preset``."""
+    generic = {k: v for k, v in preset.nominals if "." not in k}
+    return next(s.upper for s in parameter_specs(LADDER, generic, dict(preset.bounds))
+                if s.name == name)  # fmt: skip
 
 
 def judged(search: Any, data: RecordingArrays, record: dict) -> dict:

@@ -11,9 +11,11 @@ change of several %) fails it."""
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from benchmarks._drive_machines import draw_machine, draw_structure, simulate_machine
@@ -163,6 +165,22 @@ def test_the_interval_check_names_the_parameter_that_missed() -> None:
     assert est["intervals"]["M_S"][1] - est["intervals"]["M_S"][0] > width["M_S"]
 
 
+def test_a_machine_skipped_leaves_the_later_ones_as_they_were() -> None:
+    """``machine_recordings``: a machine not wanted is drawn, its noise drawn and dropped, not
+    simulated; the machines after it and their recordings are those of drawing them all."""
+    from benchmarks._drive_machines import machine_recording, machine_recordings
+
+    every = list(itertools.islice(machine_recordings(3, 0.5), 3))
+    some = list(itertools.islice(machine_recordings(3, 0.5, {2}), 3))
+    assert [rec for _i, _m, rec in some[:2]] == [None, None]
+    assert [m for _i, m, _r in some] == [m for _i, m, _r in every]
+    pd.testing.assert_frame_equal(some[2][2], every[2][2])
+    m, rec = machine_recording(3, 0.5, 2)
+    assert m == every[2][1] and rec.equals(every[2][2])
+    with pytest.raises(ValueError, match="not a machine number"):
+        machine_recording(3, 0.5, -1)
+
+
 def test_the_recheck_recomputes_a_rows_interval_figures(tmp_path, capsys) -> None:
     """``drive_recovery_recheck.py``: the exact rows of a rows file (a line cut short and a
     missed machine skipped, a machine's last row kept) get today's interval figures; at the
@@ -202,15 +220,17 @@ def test_the_recheck_recomputes_a_rows_interval_figures(tmp_path, capsys) -> Non
     bad = [row | {"machine": None}, row | {"machine": 3, "found": "one_mass+<b>", "relation":
            "other", "parameters": None}, row | {"machine": 4, "gain": {"f_tanh": None}},
            row | {"machine": 5, "key": "x"}, row | {"machine": 6, "widened": "x"},
-           row | {"machine": 7, "key": key | {"prefilter": "<b>"}}]  # fmt: skip
+           row | {"machine": 7, "key": key | {"prefilter": "<b>"}},
+           row | {"machine": -1}, row | {"machine": 10**9}]  # fmt: skip
     path.write_text("\n".join(json.dumps(r) for r in [row, miss, *bad]) + "\n")
     told = [recheck.residuals(r) for r in recheck.search_rows(str(path), exact=False)]
-    assert [r["machine"] for r in told] == [0, 0, 3, 4, 6, 7]
+    assert [r["machine"] for r in told] == [0, 0, 3, 4, 6, 7, -1, 10**9]
     assert told[0]["residuals_passed"] is True
     assert isinstance(told[1]["residuals_passed"], bool)
-    assert [r["residuals_passed"] for r in told[2:]] == [None, None, None, None]
+    assert [r["residuals_passed"] for r in told[2:]] == [None] * 6
     assert "<b>" in told[2]["recheck_error"] and "TypeError" in told[3]["recheck_error"]
     assert "TypeError" in told[4]["recheck_error"] and "<b>" in told[5]["recheck_error"]
+    assert all("not a machine number" in r["recheck_error"] for r in told[6:])
     # a widened answer is rechecked at the cut-off it was fitted with (gp.widening)
     wide = recheck.regenerated(row | {"widened": {"to_prefilter_hz": 110.0}})[2]
     assert wide.identification.prefilter_hz == 110.0

@@ -221,3 +221,19 @@ def test_the_benchmarks_prefilter_option_refuses_what_is_not_a_cut_off():
     for bad in ("x", "0", "-5", "nan", "inf", "<b>", ""):
         with pytest.raises(argparse.ArgumentTypeError, match="--prefilter must be"):
             prefilter_arg(bad)
+
+
+def test_only_takes_machine_numbers_below_machines(capsys) -> None:
+    """``--only 5,7``: machine numbers >= 0 below ``--machines``; anything else is named."""
+    import argparse
+
+    from benchmarks import drive_recovery
+    from benchmarks._drive_machines import machine_list
+
+    assert machine_list("5,7") == {5, 7} and machine_list("0") == {0}
+    for bad in ("x", "-1", "5,,7", "<b>", "", "1.5"):
+        with pytest.raises(argparse.ArgumentTypeError, match="--only must list"):
+            machine_list(bad)
+    with pytest.raises(SystemExit) as refused:
+        drive_recovery.main(["search", "--machines", "8", "--only", "3,9"])
+    assert refused.value.code == 2 and "--only 9: not among the 8" in capsys.readouterr().err

@@ -49,9 +49,37 @@ def test_a_mode_above_the_prefilter_widens_it_to_show_the_mode(two_masses) -> No
     assert 25.0 < peak < MODE_HZ + 5.0 and record["periodic"]["p_value"] < 1e-6
     assert wider.identification.prefilter_hz == record["to_prefilter_hz"] >= 2 * peak
     assert not wider.widen_prefilter  # once
-    assert wider.f_tanh == preset.f_tanh and wider.bounds == preset.bounds  # nothing else
+    assert wider.f_tanh == preset.f_tanh and wider.nominals == preset.nominals
+    assert wider.bounds == widening.with_mode_at(preset, peak).bounds  # nothing else
+    assert record["to_stiffness_max"] >= record["from_stiffness_max"]
     assert record["first_structure"] == ["two_mass", "viscous"]
     assert record["from_prefilter_hz"] == 25.0
+
+
+@pytest.mark.parametrize("wide", [True, False])
+def test_the_wider_search_s_springs_hold_a_mode_at_the_peak(two_masses, wide) -> None:
+    # the scales drew the spring box around the resonance their spectrum saw; a mode at the
+    # peak, for any split of the total inertia, lies inside the widened one
+    preset = data_settings(estimate_scales(two_masses), position=True, wide=wide)
+    peak = 4 * MODE_HZ
+    wider = widening.with_mode_at(preset, peak)
+    total = sum(s.nominal for s in preset.specs("two_mass") if s.name in ("J1", "J2"))
+    for ladder in ("two_mass", "three_mass", "four_mass"):
+        old = {s.name: s for s in preset.specs(ladder)}
+        for s in wider.specs(ladder):
+            assert s.nominal == old[s.name].nominal
+            assert s.lower <= old[s.name].lower and s.upper >= old[s.name].upper  # a union
+            if s.name[0] not in "cd":
+                assert (s.lower, s.upper) == (old[s.name].lower, old[s.name].upper)
+    c1 = next(s for s in wider.specs("two_mass") if s.name == "c1")
+    d1 = next(s for s in wider.specs("two_mass") if s.name == "d1")
+    for share in (0.05, 0.25, 0.5, 0.75, 0.95):
+        c = (2 * np.pi * peak) ** 2 * share * (1 - share) * total
+        assert c1.lower <= c <= c1.upper
+        zeta = 0.05  # a lightly damped mode: d = 2 zeta sqrt(c J_reduced)
+        assert d1.lower <= 2 * zeta * np.sqrt(c * share * (1 - share) * total) <= d1.upper
+    assert c1.upper > next(s.upper for s in preset.specs("two_mass") if s.name == "c1")
+    assert widening.with_mode_at(wider, peak).bounds == wider.bounds  # a box that holds it
 
 
 def test_no_widening_when_not_asked_or_nothing_periodic_lies_above(two_masses) -> None:
