@@ -90,7 +90,8 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
         preset, scales=scales, position="position_rad" in recording, prefilter_hz=prefilter_hz
     )
     batch_size = study.batch_size or max(1, -(-study.population // study.workers))
-    recorder.run.params({"preset": preset.value, "batch_size": batch_size}
+    recorder.run.params({"preset": preset.value, "batch_size": batch_size,
+                         "boxes": study.boxes.value}
                         | ({"population": 0, "generations": 0} if study.structure else {}))  # fmt: skip
     search, evidence = _identify(study, settings, loaded, recorder, batch_size)
     print(evidence.summary())

@@ -41,6 +41,17 @@ class FrictionGain(StrEnum):
     profile = "profile"
 
 
+class Boxes(StrEnum):
+    """narrow: inertias J/4..1.5 J around half the rigid-body total, friction 50..200 % of its
+    estimate, springs and dampers 50..200 % around a mode at 3x the rigid band (issue 13);
+    wide: any share of the inertia from 5 %, friction 10x either side, springs and dampers
+    over decades around the resonance the recording's spectrum shows (issue 26; docs/drive.md
+    "Other machines")."""
+
+    narrow = "narrow"
+    wide = "wide"
+
+
 class DrivePreset(StrEnum):
     """data: nominals, bounds and friction gain from the recording's own scales; reference:
     the paper's rotary drive units; emps: the prismatic EMPS drive, tuned by hand."""
@@ -114,6 +125,15 @@ class DriveSearch(BaseModel):
             "Friction smoothing gain (the steepness of the Coulomb and Stribeck friction): "
             "estimated by the fit or the preset's",
             FrictionGain,
+        ),
+    )
+    boxes: Boxes = Field(
+        Boxes.narrow,
+        description=explained(
+            "The data preset's parameter boxes around the recording's scales: narrow holds "
+            "machines shaped like the paper's; wide any split of the inertia and springs over "
+            "decades",
+            Boxes,
         ),
     )
     prefilter: Annotated[str, Cli(note="spectrum, a cut-off in Hz (0: none) or empty")] = Field(
@@ -271,6 +291,16 @@ class DriveSearch(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _boxes(self) -> DriveSearch:
+        """Wide boxes are the data preset's (the reference and EMPS presets name theirs)."""
+        if self.boxes is Boxes.wide and self.resolved_preset() is not DrivePreset.data:
+            raise ValueError(
+                f"boxes 'wide' are drawn around a recording's own scales (the data preset); "
+                f"the {self.resolved_preset().value} preset has its own: leave boxes narrow"
+            )
+        return self
+
+    @model_validator(mode="after")
     def _friction_gain(self) -> DriveSearch:
         """A profiled friction gain is a named structure's fit or a search's final stage (a
         profile per individual of the generations would cost up to 9 fits each): a search
@@ -330,7 +360,8 @@ class DriveSearch(BaseModel):
         if preset is DrivePreset.data:
             if scales is None:
                 raise ValueError("the data preset needs the recording's scales")
-            base = data_settings(scales, position=position, prefilter_hz=prefilter_hz)
+            base = data_settings(scales, position=position, prefilter_hz=prefilter_hz,
+                                 wide=self.boxes is Boxes.wide)  # fmt: skip
         else:
             base = emps_settings() if preset is DrivePreset.emps else GPSettings()
             if prefilter_hz is not None:

@@ -152,6 +152,7 @@ def test_drive_flow_registers_validates_and_resumes(private_prefect: None, tmp_p
     given = {k: v if isinstance(v, str) else json.dumps(v)
              for k, v in study.model_dump(mode="json").items() if v is not None}  # fmt: skip
     assert params["preset"] == "reference" and params["batch_size"] == "2"  # 4 / 2 workers
+    assert params["boxes"] == "narrow"
     assert {k: params[k] for k in given if k != "batch_size"} == {
         k: v for k, v in given.items() if k != "batch_size"
     }

@@ -1,0 +1,56 @@
+"""`--boxes` of `greylab drive identify|fit` and the drive form (issue 26): the data preset's
+parameter boxes around the recording's scales, narrow (issue 13) or wide (issue 26)."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from flows.cli import main
+from flows.drive.inputs import recording_scales
+from flows.drive.settings import Boxes, DrivePreset, DriveSearch
+from models.drivetrain import reference_recording
+from models.drivetrain.scales import INERTIA_SHARE
+
+
+@pytest.fixture(scope="module")
+def scales():
+    return recording_scales(reference_recording(noise=0.01, seed=3))
+
+
+def _box(settings, kind: str, name: str) -> tuple[float, float]:
+    return next((s.lower, s.upper) for s in settings.specs(kind) if s.name == name)
+
+
+def test_wide_boxes_hold_any_split_of_the_inertia_and_narrow_ones_stay_the_default(scales):
+    J = scales.values["J"]
+    narrow = DriveSearch(preset=DrivePreset.data).search_settings(scales=scales)
+    wide = DriveSearch(preset=DrivePreset.data, boxes="wide").search_settings(scales=scales)
+    assert DriveSearch().boxes is Boxes.narrow
+    assert _box(narrow, "two_mass", "J1") == pytest.approx((J / 4, 1.5 * J))
+    assert _box(wide, "two_mass", "J1") == pytest.approx((INERTIA_SHARE[0] * J, 1.5 * J))
+    lo, hi = _box(wide, "two_mass", "c1")
+    assert hi / lo >= 1000 > _box(narrow, "two_mass", "c1")[1] / _box(narrow, "two_mass", "c1")[0]
+    # the boxes are all that changes
+    assert (wide.identification, wide.f_tanh) == (narrow.identification, narrow.f_tanh)
+
+
+@pytest.mark.parametrize("preset", [DrivePreset.reference, DrivePreset.emps])
+def test_wide_boxes_belong_to_the_data_preset(preset) -> None:
+    with pytest.raises(ValidationError, match="boxes 'wide' are drawn around a recording"):
+        DriveSearch(preset=preset, boxes="wide")
+    with pytest.raises(ValidationError, match="boxes 'wide' are drawn around a recording"):
+        DriveSearch(boxes="wide")  # no recording: the simulated reference's own preset
+    assert DriveSearch(preset=preset, boxes="narrow").boxes is Boxes.narrow
+
+
+@pytest.mark.parametrize("hostile", ["Wide ", "huge", "<b>", "__import__('os')", ""])
+def test_anything_else_is_refused(hostile: str) -> None:
+    with pytest.raises(ValidationError, match="boxes"):
+        DriveSearch(data="x.csv", boxes=hostile)
+
+
+def test_the_cli_takes_the_option_and_names_a_wrong_one(capsys) -> None:
+    assert main(["drive", "identify", "--boxes", "huge", "--data", "x.csv"]) == 2
+    err = capsys.readouterr().err
+    assert "boxes" in err and "narrow" in err and "wide" in err
