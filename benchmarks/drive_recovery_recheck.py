@@ -16,7 +16,11 @@ evidence without searching again.
 figures ``white_exact`` and ``flagged`` (``_recovery_checks.residual_figures``: does the
 answer's own evidence flag a miss?). A row with the answer's parameters (since session 23) is
 tested at them; an older one (only exact answers kept them) by the answer's structure fitted
-alone (``StructureFit`` at the row's gain, as ``drive fit`` would: seconds to a minute each)."""
+alone (``StructureFit`` at the row's gain, as ``drive fit`` would: seconds to a minute each).
+
+``--truth``: also, for each exact answer, whether a parameter miss is the search's or the
+model's (:func:`truth_facts`: the truth's RSS on the recording and on the noise-free one, and
+the fit started at the truth)."""
 
 from __future__ import annotations
 
@@ -30,14 +34,20 @@ from types import SimpleNamespace
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 from benchmarks._drive_machines import machine_recording, preset_settings
-from benchmarks._recovery_checks import interval_check, interval_figures, residual_figures
+from benchmarks._recovery_checks import (
+    interval_check,
+    interval_figures,
+    residual_figures,
+    truth_rss,
+)
 from benchmarks._report import Bench, add_arguments
 from benchmarks._search_diagnosis import residual_facts, residual_word
 from methods.errors import InputError
+from models.drivetrain.gp.widening import with_mode_at
 
-#: what a hand-edited or foreign row raises (a field missing or of the wrong kind)
-#: what a hand-edited or foreign row raises (ArgumentTypeError: a key's prefilter that is not one)
 MAX_MACHINE = 1000  # machine numbers a rows file may name
+#: what a hand-edited or foreign row raises (a field missing or of the wrong kind;
+#: ArgumentTypeError: a key's prefilter that is not one)
 ROW_ERRORS = (
     KeyError,
     TypeError,
@@ -66,8 +76,9 @@ def search_rows(path: str, exact: bool = True) -> list[dict]:
 
 
 def regenerated(row: dict) -> tuple:
-    """The row's machine, its recording and the search's settings at the answer's gain (and
-    cut-off, where the search widened it)."""
+    """The row's machine, its recording and the search's settings at the answer's gain (and,
+    where the answer is the widened search's, its cut-off and spring boxes: ``gp.widening``;
+    a row before 2026-12-07 names no ``kept`` and was kept, none before then widened springs)."""
     key, i = row["key"], row["machine"]
     if not i < MAX_MACHINE:  # (drawing them would take hours)
         raise ValueError(f"machine {i!r} is not a machine number (0..{MAX_MACHINE - 1})")
@@ -75,11 +86,33 @@ def regenerated(row: dict) -> tuple:
     gp = preset_settings(rec, key["boxes"] == "wide", key["prefilter"],
                          position=True, population=key["population"],
                          generations=key["generations"])  # fmt: skip
-    widened = row.get("widened")  # the answer's cut-off where the search widened it
-    if widened:
+    widened = row.get("widened")
+    if widened and widened.get("kept", True):
+        if "to_stiffness_max" in widened:
+            gp = with_mode_at(gp, float(widened["periodic"]["frequency_hz"]))
         ident = replace(gp.identification, prefilter_hz=float(widened["to_prefilter_hz"]))
         gp = replace(gp, identification=ident)
     return m, rec, replace(gp, f_tanh=float(row["gain"]["f_tanh"]))
+
+
+def truth_facts(row: dict) -> dict:
+    """For an exact answer: is a parameter miss the search's or the model's? ``truth_rss``:
+    the identification's RSS at the true parameters in the answer's model on the recording
+    (against the row's ``rss``); ``truth_rss_noise_free``: the same on the noise-free
+    recording (the model's own error: 0 where the kit reproduces the machine);
+    ``from_truth_rss``: the fit of the answer's structure started at the true parameters (at
+    the answer's RSS: the answer is the least-squares optimum, not a stall)."""
+    from models.drivetrain.gp.evaluate import IndividualSpec, identify
+    from models.drivetrain.gp.recording import as_arrays
+
+    m, rec, gp = regenerated(row)
+    _m, clean = machine_recording(row["key"]["seed"], 0.0, row["machine"])
+    n_sub = int(row.get("n_sub") or 1)
+    start = IndividualSpec(m.structure, tuple(sorted(m.params.items())))
+    one = replace(gp, identification=replace(gp.identification, n_starts=1, screen_nfev=0))
+    return {"truth_rss": truth_rss(m.structure, m.params, rec, gp, n_sub),
+            "truth_rss_noise_free": truth_rss(m.structure, m.params, clean, gp, n_sub),
+            "from_truth_rss": float(identify(start, as_arrays(rec), one).rss)}  # fmt: skip
 
 
 def recheck(row: dict) -> dict:
@@ -117,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", required=True, help="a drive_recovery.py search rows file")
     parser.add_argument("--residuals", action="store_true",
                         help="also every answer's residual tests (module docstring)")  # fmt: skip
+    parser.add_argument("--truth", action="store_true",
+                        help="also each exact answer's truth_facts (module docstring)")  # fmt: skip
     add_arguments(parser, repeats=1)
     args = parser.parse_args(argv)
     if not Path(args.rows).is_file():
@@ -135,6 +170,11 @@ def main(argv: list[str] | None = None) -> int:
                   f"outside 95 % {', '.join(r['outside']) or '-'}; outside simultaneous "
                   f"{', '.join(r['outside_joint']) or '-'} (before: "
                   f"{', '.join(row.get('outside') or []) or '-'})", flush=True)  # fmt: skip
+            if args.truth:
+                t = truth_facts(row)
+                print(f"      RSS: the answer {row.get('rss', float('nan')):.6g}, the truth {t['truth_rss']:.6g}, "
+                      f"fitted from the truth {t['from_truth_rss']:.6g}; the truth on the "
+                      f"noise-free recording {t['truth_rss_noise_free']:.4g}", flush=True)  # fmt: skip
         interval_figures(bench, checked)
         if args.residuals:
             told = []

@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 
 from benchmarks._drive_machines import draw_machine, draw_structure, simulate_machine
+from models.drivetrain.gp.widening import with_mode_at
 from models.drivetrain.simulate import get_simulator
 
 # machines of the oracle's seed 0: a one-mass with all friction and gravity, a two-mass with
@@ -229,12 +230,23 @@ def test_the_recheck_recomputes_a_rows_interval_figures(tmp_path, capsys) -> Non
     assert isinstance(told[1]["residuals_passed"], bool)
     assert [r["residuals_passed"] for r in told[2:]] == [None] * 6
     assert "<b>" in told[2]["recheck_error"] and "TypeError" in told[3]["recheck_error"]
-    assert "TypeError" in told[4]["recheck_error"] and "<b>" in told[5]["recheck_error"]
+    assert "AttributeError" in told[4]["recheck_error"] and "<b>" in told[5]["recheck_error"]
     assert all("not a machine number" in r["recheck_error"] for r in told[6:])
-    # a widened answer is rechecked at the cut-off it was fitted with (gp.widening)
+    # a widened answer is rechecked at the cut-off (and since 2026-12-07 the spring boxes) it
+    # was fitted with (gp.widening); where the first answer stood, at the first cut-off
     wide = recheck.regenerated(row | {"widened": {"to_prefilter_hz": 110.0}})[2]
     assert wide.identification.prefilter_hz == 110.0
     assert recheck.regenerated(row)[2].identification.prefilter_hz == 25.0
+    springs = {"to_prefilter_hz": 110.0, "to_stiffness_max": 1.0, "periodic": {"frequency_hz": 50}}
+    stiff = recheck.regenerated(row | {"widened": springs})[2]
+    assert stiff.bounds == with_mode_at(recheck.regenerated(row)[2], 50.0).bounds
+    first = recheck.regenerated(row | {"widened": springs | {"kept": False}})[2]
+    assert first.identification.prefilter_hz == 25.0 and first.bounds != stiff.bounds
+    # --truth: at the true parameters the answer's own model; the fit from there no worse, the
+    # noise-free recording's RSS the model's own error (this one-mass machine: the kit's hold)
+    t = recheck.truth_facts(row)
+    assert t["from_truth_rss"] <= t["truth_rss"] * (1 + 1e-9)
+    assert 0 <= t["truth_rss_noise_free"] < 0.05 * t["truth_rss"]
     assert (
         recheck.main(["--rows", str(path), "--residuals", "--json", str(tmp_path / "r.json")]) == 0
     )
