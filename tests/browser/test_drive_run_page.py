@@ -3,8 +3,9 @@ last generation, moves to the true structure (seed 0, population 2, one generati
 in tests/tasks/test_drive_records.py) is recorded on a real MLflow server and opened in
 Chromium from a fresh profile. Its name says the answer's fitness, its metrics page shows
 best_fitness and best_rss at the answer, its description the final stage's choice by the
-evidence (crafted markup shown as text) and the evidence's marginal and simultaneous
-intervals, its convergence figure is among the artifacts.
+evidence (crafted markup shown as text), the evidence's marginal and simultaneous
+intervals, and a search run again at a wider prefilter (`widened`, with its spring boxes and
+Fisher's periodic test, seen after "Show more"), its convergence figure among the artifacts.
 Screenshots in `build/browser-shots/drive-*.png`."""
 
 from __future__ import annotations
@@ -23,6 +24,16 @@ pytestmark = pytest.mark.browser
 MOVED = {"n_eff": 149.9, "alpha": 0.01, "m": 2,
          "moves": [{"before": "2,5", "after": "2,5,<u>injected</u>", "p_value": 1.2e-4,
                     "level": 0.005, "m": 2}]}  # fmt: skip
+#: a search run again at a wider prefilter whose first answer stood (`gp.widening`), with
+#: markup in a structure's code as a hostile result could carry
+PEAK = {"frequency_hz": 52.65, "share": 0.0204, "p_value": 5.8e-11, "bins": 1500,
+        "confidence": 0.99, "passed": False}  # fmt: skip
+WIDENED = {"from_prefilter_hz": 25.0, "to_prefilter_hz": 110.0, "periodic": PEAK,
+           "first_structure": ["one_mass"], "first_codes": [1, 8, 10], "first_rss": 0.0206,
+           "first_fitness": 3.0, "first_evaluations": 60, "from_stiffness_max": 5.466,
+           "to_stiffness_max": 201.5, "kept": False, "second_structure": ["two_mass"],
+           "second_codes": [2, "<i>9</i>"], "second_rss": 0.02, "second_periodic": PEAK,
+           "second_evaluations": 70}  # fmt: skip
 
 
 def test_the_drive_run_page_ends_at_the_answer(tmp_path: Path, monkeypatch) -> None:
@@ -56,6 +67,7 @@ def test_the_drive_run_page_ends_at_the_answer(tmp_path: Path, monkeypatch) -> N
                              data_hash="0" * 64, source="reference:test", resumed_from=0,
                              preset="reference", tracking=uri,
                              experiment_id=recorder.experiment_id(), selection=MOVED,
+                             widened=WIDENED,
                              evidence=search_evidence(search, recording, rivals=False).to_dict())  # fmt: skip
         recorder.outcome(recorder.run, result.headline(), result.markdown())  # as finish() does
         history = recorder.tracker.client.get_metric_history(run_id, "best_fitness")
@@ -89,6 +101,17 @@ def test_the_drive_run_page_ends_at_the_answer(tmp_path: Path, monkeypatch) -> N
         assert "simultaneous 95 %" in body
         for name, p in result.evidence["parameters"].items():
             assert f"{p['joint_lower']:.4g} .. {p['joint_upper']:.4g}" in body, name
+        # the widened search in words (this noise-free answer's own residual is not tested)
+        assert ("searched again with the prefilter at 110 Hz and springs up to 202 (from 5.47): "
+                "the answer at 25 Hz, {1,8,10} (RSS 0.0206), left a periodic component (peak "
+                "52.65 Hz") in body  # fmt: skip
+        assert "the answer there, {2,<i>9</i>}, left one too" in body
+        assert page.locator("i", has_text="9").count() == 0  # shown as text, not markup
+        page.get_by_text("Show more").first.click()  # the description unfolded, as a user does
+        widened = page.get_by_text("searched again with the prefilter at 110 Hz").first
+        widened.scroll_into_view_if_needed()
+        assert widened.is_visible()
+        shot(page, "drive-1b-widened")
         page.get_by_role("tab", name="Artifacts").click()
         page.get_by_text("convergence.csv").first.wait_for()
         shot(page, "drive-2-artifacts")
