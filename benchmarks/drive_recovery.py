@@ -33,7 +33,8 @@ smoothed backlash, ladder starts; ``--continuation off``: the search's own fit).
 printed by kind (``kit``: truth outside the box, the truth not exact in the fit's model, or a
 stalled fit); ``search`` also its choice by the evidence (``gp.selection``) and prefilter
 (``--prefilter spectrum``: the cut-off the recording's spectrum suggests; ``--prefilter 80``: 80 Hz;
-default 25 Hz)."""
+default 25 Hz). ``search --only 5,7``: those machines alone, the others drawn (so the chosen
+ones are the same) but neither simulated nor searched (``_drive_machines.machine_recordings``)."""
 
 from __future__ import annotations
 
