@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from prefect import flow
 
 from flows.artifacts import finish, flow_run_tags, once_for_bad_input
 from flows.drive.inputs import prefilter_cutoff, recording_scales
-from flows.drive.settings import DrivePreset, DriveSearch
+from flows.drive.settings import Boxes, DrivePreset, DriveSearch
 from flows.progress import Progress
 from flows.runners import RunnerKind, run_flow
 from models.drivetrain.evidence import Evidence
@@ -94,6 +95,8 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
                          "boxes": study.boxes.value}
                         | ({"population": 0, "generations": 0} if study.structure else {}))  # fmt: skip
     search, evidence = _identify(study, settings, loaded, recorder, batch_size)
+    if preset is DrivePreset.data:
+        evidence = boxes_note(evidence, study.boxes)
     print(evidence.summary())
     gain = friction_gain_record(search, settings.f_tanh)
     recorder.result(search, recording)
@@ -133,6 +136,20 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
         "friction_gain": gain,
         "widened": getattr(search, "widened_", None),
     }
+
+
+def boxes_note(evidence: Evidence, boxes: Boxes) -> Evidence:
+    """``evidence`` with a note where a parameter ended on a bound of the data preset's narrow
+    boxes: they may exclude the machine, the wide ones hold any split of the inertia and
+    springs over decades (``--boxes wide``)."""
+    bound = [p.name for p in evidence.parameters  # (whatever its note: a box's bound first)
+             if min(p.value - p.box[0], p.box[1] - p.value) <= 1e-6 * (p.box[1] - p.box[0])]  # fmt: skip
+    if boxes is not Boxes.narrow or not bound:
+        return evidence
+    note = (f"{', '.join(bound)} ended on a bound of the narrow boxes (the data preset's "
+            "default, drawn for machines like the paper's): they may exclude this machine; "
+            "--boxes wide draws them over decades (docs/drive.md, \"Other machines\")")  # fmt: skip
+    return replace(evidence, notes=(*evidence.notes, note))
 
 
 def _identify(

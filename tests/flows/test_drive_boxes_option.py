@@ -54,3 +54,28 @@ def test_the_cli_takes_the_option_and_names_a_wrong_one(capsys) -> None:
     assert main(["drive", "identify", "--boxes", "huge", "--data", "x.csv"]) == 2
     err = capsys.readouterr().err
     assert "boxes" in err and "narrow" in err and "wide" in err
+
+
+def test_a_fit_ending_on_a_narrow_box_s_bound_says_to_try_the_wide_ones() -> None:
+    # a two-mass whose 50 Hz mode lies far from the narrow boxes' spring (a mode at 3x the
+    # rigid band): the fit ends on the boxes' lower bounds
+    import numpy as np
+
+    from flows.drive.flow import boxes_note
+    from models.drivetrain.gp.presets import data_settings
+    from models.drivetrain.scales import estimate_scales
+    from models.drivetrain.structure_fit import StructureFit
+
+    J1, J2 = 0.01, 0.02
+    truth = {"J1": J1, "J2": J2, "c1": (2 * np.pi * 50) ** 2 / (1 / J1 + 1 / J2), "d1": 0.02}
+    rec = reference_recording("two_mass,viscous", overrides=truth, duration=1.0, seed=1)
+    narrow = data_settings(estimate_scales(rec), position=True)
+    assert not _box(narrow, "two_mass", "c1")[0] < truth["c1"]  # the machine lies outside
+    evidence = StructureFit("two_mass,viscous", settings=narrow, rivals=False).fit(rec).evidence_
+    noted = boxes_note(evidence, Boxes.narrow)
+    assert noted.notes[:-1] == evidence.notes and noted.parameters == evidence.parameters
+    assert noted.notes[-1].startswith("J1, c1, d1 ended on a bound of the narrow boxes")
+    assert "--boxes wide" in noted.notes[-1] and "--boxes wide" in noted.summary()
+    assert boxes_note(evidence, Boxes.wide) is evidence  # the wide boxes are the user's choice
+    inside = evidence.__class__(**{**evidence.__dict__, "parameters": evidence.parameters[4:]})
+    assert boxes_note(inside, Boxes.narrow) is inside  # f_v inside its box: nothing to say
