@@ -301,7 +301,8 @@ def spring_starts(objective: Objective) -> list[np.ndarray]:
         z = objective.normalised(p)
         r = objective.raw_residual(z, objective.sim)
         objective.nfev += 1
-        cost = float(r @ r) if np.all(np.isfinite(r)) else np.inf
+        with np.errstate(over="ignore"):  # a diverging start: inf, dropped below
+            cost = float(r @ r) if np.all(np.isfinite(r)) else np.inf
         scored.append((cost, float(factor), z))
     scored.sort(key=lambda item: (item[0], item[1]))
     return [z for cost, _f, z in scored[:SPRING_KEEP] if np.isfinite(cost)]

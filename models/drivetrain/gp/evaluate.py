@@ -250,10 +250,11 @@ def _minimise(
         try:
             while True:
                 before = objective.best_cost
-                res = least_squares(objective.residual, z, jac=objective.jacobian,
-                                    bounds=(0.0, 1.0), method="trf", max_nfev=max_nfev,
-                                    ftol=ident.ftol, xtol=ident.xtol, gtol=ident.gtol,
-                                    x_scale=1.0)  # fmt: skip
+                with np.errstate(over="ignore"):  # a diverging trial step: its cost is inf
+                    res = least_squares(objective.residual, z, jac=objective.jacobian,
+                                        bounds=(0.0, 1.0), method="trf", max_nfev=max_nfev,
+                                        ftol=ident.ftol, xtol=ident.xtol, gtol=ident.gtol,
+                                        x_scale=1.0)  # fmt: skip
                 message = res.message + (
                     f" (continued {rounds}x: still improving)" if rounds else ""
                 )

@@ -153,7 +153,8 @@ class Objective:
     def _check(self, z: np.ndarray, r: np.ndarray) -> None:
         """Count the simulation, keep ``z`` if it is the best so far, enforce the time limit."""
         self.nfev += 1
-        cost = float(r @ r)
+        with np.errstate(over="ignore"):  # a diverging simulation: inf, never the best
+            cost = float(r @ r)
         if cost < self.best_cost:
             self.best_cost, self.best_z, self.best_n = cost, z.copy(), self.sim.n_sub
         if time.perf_counter() - self.t0 > self.time_limit_s:

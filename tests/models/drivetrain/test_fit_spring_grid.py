@@ -69,3 +69,19 @@ def test_the_smoothed_walls_get_more_substeps_than_the_rule_at_rest() -> None:
     diff = objective.raw_residual(z, finer) - objective.raw_residual(z, coarse)
     assert float(diff @ diff) <= 1e-5
     assert np.isfinite(float(diff @ diff))
+
+
+def test_a_diverging_simulation_costs_inf_silently_and_is_never_the_best() -> None:
+    """A trial step whose simulation blows up (residuals ~1e200: their squares overflow)
+    counts as an infinite cost without a RuntimeWarning on the user's terminal."""
+    import warnings
+
+    objective, _truth = _stage(0.03)
+    z = np.full(len(objective.sim.model.param_names), 0.5)
+    objective._check(z, np.ones(4))
+    best, nfev = objective.best_cost, objective.nfev
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an overflow warning fails the test
+        objective._check(z * 0.9, np.full(4, 1e200))
+    assert objective.best_cost == best == 4.0 and objective.nfev == nfev + 1
+    assert np.array_equal(objective.best_z, z)
