@@ -20,12 +20,14 @@ alone (``StructureFit`` at the row's gain, as ``drive fit`` would: seconds to a 
 
 ``--truth``: also, for each exact answer, whether a parameter miss is the search's or the
 model's (:func:`truth_facts`: the truth's RSS on the recording and on the noise-free one, and
-the fit started at the truth)."""
+the fit started at the truth), and whether a profile-likelihood interval would hold each true
+value its linearised interval misses (:func:`profile_facts`)."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -46,6 +48,8 @@ from methods.errors import InputError
 from models.drivetrain.gp.widening import with_mode_at
 
 MAX_MACHINE = 1000  # machine numbers a rows file may name
+PIN = 1e-9  # a parameter pinned for its profile: a box this narrow (relative) around it
+CHI2_1_95 = 3.841458820694124  # chi-square(1)'s 95 % point (scipy.stats.chi2.ppf(0.95, 1))
 #: what a hand-edited or foreign row raises (a field missing or of the wrong kind;
 #: ArgumentTypeError: a key's prefilter that is not one)
 ROW_ERRORS = (
@@ -109,10 +113,48 @@ def truth_facts(row: dict) -> dict:
     _m, clean = machine_recording(row["key"]["seed"], 0.0, row["machine"])
     n_sub = int(row.get("n_sub") or 1)
     start = IndividualSpec(m.structure, tuple(sorted(m.params.items())))
-    one = replace(gp, identification=replace(gp.identification, n_starts=1, screen_nfev=0))
     return {"truth_rss": truth_rss(m.structure, m.params, rec, gp, n_sub),
             "truth_rss_noise_free": truth_rss(m.structure, m.params, clean, gp, n_sub),
-            "from_truth_rss": float(identify(start, as_arrays(rec), one).rss)}  # fmt: skip
+            "from_truth_rss": float(identify(start, as_arrays(rec), from_start(gp)).rss),
+            "profile": profile_facts(row, m, rec, gp)}  # fmt: skip
+
+
+def from_start(settings):
+    """``settings`` whose identification is one full fit from the given start (no screening,
+    no random start)."""
+    return replace(settings, identification=replace(settings.identification, n_starts=1,
+                                                    screen_nfev=0))  # fmt: skip
+
+
+def profile_facts(row: dict, m, rec, settings) -> dict:
+    """For each parameter of an exact answer outside its marginal 95 % interval: the fit with
+    that parameter pinned at its true value (``rss``; the others refitted from the answer) and
+    the likelihood-ratio statistic ``lr = n_eff ln(rss / rss_answer)`` against chi-square(1)'s
+    95 % point 3.84 (``inside``: the truth inside the profile-likelihood region, where the
+    linearised interval missed it). ``n_eff``: the search's effective sample count (its
+    ``selection``), else the prefilter's; the position error's share of the RSS is counted
+    with the velocity's (an approximation)."""
+    from models.drivetrain.gp.evaluate import IndividualSpec, identify
+    from models.drivetrain.gp.recording import as_arrays
+    from models.drivetrain.gp.selection import prefilter_count
+
+    data = as_arrays(rec)
+    n_eff = (row.get("selection") or {}).get("n_eff") or prefilter_count(
+        data.n, settings.identification.prefilter_hz, data.dt)  # fmt: skip
+    answer = dict(row["parameters"])
+    out = {}
+    for name in row.get("outside") or []:
+        true = float(m.params[name])
+        half = PIN * abs(true) or PIN
+        pin = (true - half, true + half)
+        keys = [name] + [f"{kind}.{name}" for kind in m.structure]
+        bounds = dict(settings.bounds) | dict.fromkeys(keys, pin)
+        pinned = from_start(replace(settings, bounds=bounds))
+        at = IndividualSpec(m.structure, tuple(sorted((answer | {name: true}).items())))
+        rss = float(identify(at, data, pinned).rss)
+        lr = float(n_eff * math.log(rss / float(row["rss"])))
+        out[name] = {"rss": rss, "lr": lr, "inside": lr <= CHI2_1_95}
+    return out
 
 
 def recheck(row: dict) -> dict:
@@ -175,6 +217,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"      RSS: the answer {row.get('rss', float('nan')):.6g}, the truth {t['truth_rss']:.6g}, "
                       f"fitted from the truth {t['from_truth_rss']:.6g}; the truth on the "
                       f"noise-free recording {t['truth_rss_noise_free']:.4g}", flush=True)  # fmt: skip
+                if t["profile"]:
+                    words = "; ".join(f"{k} {'inside' if v['inside'] else 'outside'} (LR "
+                                      f"{v['lr']:.3g})" for k, v in t["profile"].items())  # fmt: skip
+                    print(f"      the truth pinned, the rest refitted (profile likelihood, "
+                          f"95 %: LR <= {CHI2_1_95:.3g}): {words}", flush=True)  # fmt: skip
         interval_figures(bench, checked)
         if args.residuals:
             told = []

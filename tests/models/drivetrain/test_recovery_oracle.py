@@ -244,9 +244,19 @@ def test_the_recheck_recomputes_a_rows_interval_figures(tmp_path, capsys) -> Non
     assert first.identification.prefilter_hz == 25.0 and first.bounds != stiff.bounds
     # --truth: at the true parameters the answer's own model; the fit from there no worse, the
     # noise-free recording's RSS the model's own error (this one-mass machine: the kit's hold)
-    t = recheck.truth_facts(row)
-    assert t["from_truth_rss"] <= t["truth_rss"] * (1 + 1e-9)
+    t = recheck.truth_facts(row | {"outside": []})
+    assert t["from_truth_rss"] <= t["truth_rss"] * (1 + 1e-9) and t["profile"] == {}
     assert 0 <= t["truth_rss_noise_free"] < 0.05 * t["truth_rss"]
+    # the profile: J1 pinned at the truth, the rest refitted from the answer (here the truth):
+    # no worse than the answer's RSS, inside; against an answer at half that RSS, outside
+    m, rec, gp = recheck.regenerated(row)
+    at = row | {"outside": ["J1"], "rss": t["truth_rss"], "selection": {"n_eff": 100.0}}
+    inside = recheck.profile_facts(at, m, rec, gp)["J1"]
+    assert inside["rss"] <= t["truth_rss"] * (1 + 1e-9) and inside["lr"] <= 1e-6
+    assert inside["inside"]
+    half = recheck.profile_facts(at | {"rss": t["truth_rss"] / 2}, m, rec, gp)["J1"]
+    assert half["lr"] == pytest.approx(100.0 * np.log(2 * half["rss"] / t["truth_rss"]))
+    assert half["lr"] > recheck.CHI2_1_95 and not half["inside"]
     assert (
         recheck.main(["--rows", str(path), "--residuals", "--json", str(tmp_path / "r.json")]) == 0
     )
