@@ -20,9 +20,7 @@ import argparse
 import math
 from dataclasses import replace
 
-import numpy as np
-
-from benchmarks._drive_machines import add_noise, draw_machine, preset_settings, simulate_machine
+from benchmarks._drive_machines import machine_recording, preset_settings
 from benchmarks._report import Bench, add_arguments
 from models.drivetrain.friction_gain import SMOOTHED, warm_profile
 from models.drivetrain.gp.evaluate import IndividualSpec, identify
@@ -30,16 +28,6 @@ from models.drivetrain.gp.finalists import final_settings
 from models.drivetrain.gp.recording import as_arrays
 
 NOISE_PERCENT = 0.5  # drive_recovery's default
-
-
-def machine_and_recording(seed: int, index: int):
-    """``drive_recovery``'s machine ``index`` of ``seed`` and its noisy recording (the same
-    random stream: every machine before it is drawn and recorded too)."""
-    rng = np.random.default_rng(seed)
-    for i in range(index + 1):
-        m = draw_machine(rng, i)
-        rec = add_noise(simulate_machine(m), NOISE_PERCENT, rng)
-    return m, rec
 
 
 def main() -> None:
@@ -50,7 +38,7 @@ def main() -> None:
     add_arguments(parser, repeats=1)
     args = parser.parse_args()
     factors = [float(f) for f in args.factors.split(",")]
-    m, rec = machine_and_recording(args.seed, args.machine)
+    m, rec = machine_recording(args.seed, NOISE_PERCENT, args.machine)
     if not SMOOTHED & set(m.structure):
         parser.error(f"machine #{args.machine} ({m.kind}) has no Coulomb or Stribeck friction")
     data = as_arrays(rec)

@@ -272,7 +272,7 @@ def run_search(args, bench: Bench) -> None:
               f"(machines {', '.join(map(str, widened)) or '-'})")  # fmt: skip
         if args.rows and not args.rows.endswith(".jsonl"):
             Path(args.rows).write_text(json.dumps(rows, indent=1, default=str))
-        n = args.machines
+        n = len(args.only) if args.only else args.machines  # (the refused ones count as misses)
         exact = [r for r in rows if r["relation"] == "same"]
         within = sum(r["ident"] <= PARAM_TOL for r in exact)
         bench.add("exact", 100.0 * len(exact) / n, "search: exact structure found", unit="%",
@@ -377,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.only and max(args.only) >= args.machines:
         parser.error(f"--only {max(args.only)}: not among the {args.machines} --machines")
+    if args.only and args.mode != "search":
+        parser.error(f"--only is for search (the {args.mode} mode draws its machines alone)")
     global WIDE, PROFILE_GAIN, CONTINUE, PREFILTER
     PREFILTER = args.prefilter
     WIDE, PROFILE_GAIN = args.boxes == "wide", args.friction_gain == "profile"

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from flows.drive.settings import Boxes, DrivePreset, DriveSearch
 from flows.progress import Progress
 from flows.runners import RunnerKind, run_flow
 from models.drivetrain.evidence import Evidence
+from models.drivetrain.fit_evidence import narrow_boxes_note
 from models.drivetrain.gp import RecordingFile, StructureSearch
 from models.drivetrain.product import DriveModel
 from models.drivetrain.scales import Scales
@@ -91,12 +91,12 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
         preset, scales=scales, position="position_rad" in recording, prefilter_hz=prefilter_hz
     )
     batch_size = study.batch_size or max(1, -(-study.population // study.workers))
-    recorder.run.params({"preset": preset.value, "batch_size": batch_size,
-                         "boxes": study.boxes.value}
+    recorder.run.params({"preset": preset.value, "batch_size": batch_size}
                         | ({"population": 0, "generations": 0} if study.structure else {}))  # fmt: skip
     search, evidence = _identify(study, settings, loaded, recorder, batch_size)
-    if preset is DrivePreset.data:
-        evidence = boxes_note(evidence, study.boxes)
+    kept = (getattr(search, "widened_", None) or {}).get("kept")  # (then boxes of its own)
+    if preset is DrivePreset.data and study.boxes is Boxes.narrow and not kept:
+        evidence = narrow_boxes_note(evidence, typed=study.nominals)
     print(evidence.summary())
     gain = friction_gain_record(search, settings.f_tanh)
     recorder.result(search, recording)
@@ -136,20 +136,6 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
         "friction_gain": gain,
         "widened": getattr(search, "widened_", None),
     }
-
-
-def boxes_note(evidence: Evidence, boxes: Boxes) -> Evidence:
-    """``evidence`` with a note where a parameter ended on a bound of the data preset's narrow
-    boxes: they may exclude the machine, the wide ones hold any split of the inertia and
-    springs over decades (``--boxes wide``)."""
-    bound = [p.name for p in evidence.parameters  # (whatever its note: a box's bound first)
-             if min(p.value - p.box[0], p.box[1] - p.value) <= 1e-6 * (p.box[1] - p.box[0])]  # fmt: skip
-    if boxes is not Boxes.narrow or not bound:
-        return evidence
-    note = (f"{', '.join(bound)} ended on a bound of the narrow boxes (the data preset's "
-            "default, drawn for machines like the paper's): they may exclude this machine; "
-            "--boxes wide draws them over decades (docs/drive.md, \"Other machines\")")  # fmt: skip
-    return replace(evidence, notes=(*evidence.notes, note))
 
 
 def _identify(

@@ -14,7 +14,7 @@ gain the fit chose (:func:`gain_column`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -37,6 +37,7 @@ from models.drivetrain.gp.signals import (
     lowpass,
     split_index,
 )
+from models.drivetrain.intervals import at_bound
 from models.drivetrain.simulate import CompiledSimulator, get_simulator
 from models.drivetrain.spectrum import cutoff_above
 from models.drivetrain.submodels import parse_structure
@@ -296,3 +297,18 @@ def widened(intervals: Sequence[ParameterInterval], factor: float) -> list[Param
                            joint_upper=p.value + (p.joint_upper - p.value) * factor,
                            identifiable=not note.startswith("not identifiable")))  # fmt: skip
     return out
+
+
+def narrow_boxes_note(evidence: Evidence, typed: Collection[str] = ()) -> Evidence:
+    """``evidence`` from the ``data`` preset's narrow boxes (``Scales.nominals``), with a note
+    where a parameter ended on a bound of its box: the narrow boxes may exclude the machine,
+    the wide ones hold any split of the inertia and springs over decades (``--boxes wide``).
+    ``typed``: parameters whose boxes the user drew (a nominal typed: 50..200 % either way)."""
+    bound = [p.name for p in evidence.parameters  # (whatever its note: the bound first)
+             if p.name not in typed and at_bound(p.value, p.box)]  # fmt: skip
+    if not bound:
+        return evidence
+    note = (f"{', '.join(bound)} ended on a bound of the narrow boxes (the data preset's "
+            "default, drawn for machines like the paper's): they may exclude this machine; "
+            "--boxes wide draws them over decades (docs/drive.md, \"Other machines\")")  # fmt: skip
+    return replace(evidence, notes=(*evidence.notes, note))

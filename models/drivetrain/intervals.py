@@ -120,7 +120,7 @@ def parameter_uncertainty(
             note = "not identifiable: the data do not separate it (rank-deficient Jacobian)"
         elif 2.0 * t * se > hi - lo:
             note = "not identifiable: its interval is wider than its box"
-        elif min(values[i] - lo, hi - values[i]) <= 1e-6 * (hi - lo):
+        elif at_bound(values[i], (lo, hi)):
             note = "at a bound of its box: the interval assumes an interior optimum"
         out.append(ParameterInterval(
             name=str(name), value=float(values[i]), stderr=se, lower=float(values[i] - t * se),
@@ -130,6 +130,12 @@ def parameter_uncertainty(
             joint_upper=float(values[i] + t_joint * se),
         ))  # fmt: skip
     return out, math.sqrt(s2), cond
+
+
+def at_bound(value: float, box: tuple[float, float]) -> bool:
+    """Whether ``value`` sits on a bound of ``box`` (within 1e-6 of its width)."""
+    lo, hi = box
+    return min(value - lo, hi - value) <= 1e-6 * (hi - lo)
 
 
 def filter_adjoint(

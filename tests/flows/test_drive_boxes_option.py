@@ -61,7 +61,7 @@ def test_a_fit_ending_on_a_narrow_box_s_bound_says_to_try_the_wide_ones() -> Non
     # rigid band): the fit ends on the boxes' lower bounds
     import numpy as np
 
-    from flows.drive.flow import boxes_note
+    from models.drivetrain.fit_evidence import narrow_boxes_note
     from models.drivetrain.gp.presets import data_settings
     from models.drivetrain.scales import estimate_scales
     from models.drivetrain.structure_fit import StructureFit
@@ -72,10 +72,11 @@ def test_a_fit_ending_on_a_narrow_box_s_bound_says_to_try_the_wide_ones() -> Non
     narrow = data_settings(estimate_scales(rec), position=True)
     assert not _box(narrow, "two_mass", "c1")[0] < truth["c1"]  # the machine lies outside
     evidence = StructureFit("two_mass,viscous", settings=narrow, rivals=False).fit(rec).evidence_
-    noted = boxes_note(evidence, Boxes.narrow)
+    noted = narrow_boxes_note(evidence)
     assert noted.notes[:-1] == evidence.notes and noted.parameters == evidence.parameters
     assert noted.notes[-1].startswith("J1, c1, d1 ended on a bound of the narrow boxes")
     assert "--boxes wide" in noted.notes[-1] and "--boxes wide" in noted.summary()
-    assert boxes_note(evidence, Boxes.wide) is evidence  # the wide boxes are the user's choice
+    # a box the user drew (a typed nominal) is not the narrow boxes'
+    assert narrow_boxes_note(evidence, typed={"c1"}).notes[-1].startswith("J1, d1 ended")
     inside = evidence.__class__(**{**evidence.__dict__, "parameters": evidence.parameters[4:]})
-    assert boxes_note(inside, Boxes.narrow) is inside  # f_v inside its box: nothing to say
+    assert narrow_boxes_note(inside) is inside  # f_v inside its box: nothing to say

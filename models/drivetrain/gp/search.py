@@ -204,8 +204,8 @@ class StructureSearch:
             return self
         first = dict(self.__dict__)  # the first search's answer, whole
         self._preset, self.widened_ = wider  # (a progress callback reads it meanwhile)
-        cut = self._preset.identification.prefilter_hz
-        self.checkpoint_dir = directory and directory / f"widened-{cut:g}"  # its own checkpoints
+        cut, peak = self._preset.identification.prefilter_hz, wider[1]["periodic"]["frequency_hz"]
+        self.checkpoint_dir = directory and directory / f"widened-{cut:g}-{peak:.6g}"  # its boxes
         try:
             self._search(recording, data)
             record = widening.judged(self, data, wider[1])

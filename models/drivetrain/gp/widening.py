@@ -26,7 +26,7 @@ from typing import Any
 from models.drivetrain.gp.evaluate import RecordingArrays
 from models.drivetrain.gp.settings import GPSettings
 from models.drivetrain.scales import STIFFNESS_DECADES, WIDE_DAMPING
-from models.drivetrain.submodels import Submodel, parameter_specs
+from models.drivetrain.submodels import MULTI_MASS, Submodel, parameter_specs
 
 LADDER = Submodel.FOUR_MASS  # its springs and dampers c1..c3, d1..d3 cover every ladder's
 
@@ -71,7 +71,8 @@ def with_mode_at(preset: GPSettings, peak_hz: float) -> GPSettings:
     (``d = 0.1 sqrt(c J / 4)``). Each box becomes the union of the two, also around a value
     the user typed (its box 50..200 %, the ``narrow`` boxes' too: the peak is the data's
     evidence against it; a cut-off named keeps every box, as it turns the widening off); the
-    nominals stay."""
+    nominals stay, a typed one every ladder's (a ladder's own nominal, ``three_mass.c1``,
+    yields to it as before)."""
     nominals, bounds = dict(preset.nominals), dict(preset.bounds)
     masses = {s.name: s.nominal for s in parameter_specs(Submodel.TWO_MASS, nominals, bounds)}
     J = masses["J1"] + masses["J2"]
@@ -80,18 +81,22 @@ def with_mode_at(preset: GPSettings, peak_hz: float) -> GPSettings:
     boxes = {"c": (c / STIFFNESS_DECADES[0], c * STIFFNESS_DECADES[1]),
              "d": (d / WIDE_DAMPING[0], d * WIDE_DAMPING[1])}  # fmt: skip
     generic = {k: v for k, v in nominals.items() if "." not in k}  # the ladders share bounds
-    for spec in parameter_specs(LADDER, generic, bounds):
+    plain = {k: v for k, v in bounds.items() if "." not in k}
+    for spec in parameter_specs(LADDER, generic, plain):
         if spec.name[0] in boxes:
             lo, hi = boxes[spec.name[0]]
+            if spec.name not in bounds:  # a value the user typed (or the narrow boxes'):
+                for kind in MULTI_MASS:  # it stays every ladder's nominal once bounded
+                    nominals.pop(f"{kind.value}.{spec.name}", None)
             bounds[spec.name] = (min(spec.lower, lo), max(spec.upper, hi))
-    return replace(preset, bounds=bounds)  # type: ignore[arg-type]  # normalised to tuples
+    return replace(preset, nominals=nominals, bounds=bounds)  # type: ignore[arg-type]
 
 
 def _top(preset: GPSettings, name: str) -> float:
     """The upper bound of the generic parameter ``name`` (``c1``) under ``preset``."""
     generic = {k: v for k, v in preset.nominals if "." not in k}
-    return next(s.upper for s in parameter_specs(LADDER, generic, dict(preset.bounds))
-                if s.name == name)  # fmt: skip
+    plain = {k: v for k, v in preset.bounds if "." not in k}
+    return next(s.upper for s in parameter_specs(LADDER, generic, plain) if s.name == name)
 
 
 def judged(search: Any, data: RecordingArrays, record: dict) -> dict:

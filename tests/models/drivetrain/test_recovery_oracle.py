@@ -244,7 +244,7 @@ def test_the_recheck_recomputes_a_rows_interval_figures(tmp_path, capsys) -> Non
     assert first.identification.prefilter_hz == 25.0 and first.bounds != stiff.bounds
     # --truth: at the true parameters the answer's own model; the fit from there no worse, the
     # noise-free recording's RSS the model's own error (this one-mass machine: the kit's hold)
-    t = recheck.truth_facts(row | {"outside": []})
+    t = recheck.truth_facts(row | {"outside": [], "rss": 1.0})
     assert t["from_truth_rss"] <= t["truth_rss"] * (1 + 1e-9) and t["profile"] == {}
     assert 0 <= t["truth_rss_noise_free"] < 0.05 * t["truth_rss"]
     # the profile: J1 pinned at the truth, the rest refitted from the answer (here the truth):
@@ -257,6 +257,9 @@ def test_the_recheck_recomputes_a_rows_interval_figures(tmp_path, capsys) -> Non
     half = recheck.profile_facts(at | {"rss": t["truth_rss"] / 2}, m, rec, gp)["J1"]
     assert half["lr"] == pytest.approx(100.0 * np.log(2 * half["rss"] / t["truth_rss"]))
     assert half["lr"] > recheck.CHI2_1_95 and not half["inside"]
+    capsys.readouterr()
+    recheck.print_truth(row)  # this row names no RSS: named, not fatal
+    assert "truth not tested (KeyError: 'rss')" in capsys.readouterr().out
     assert (
         recheck.main(["--rows", str(path), "--residuals", "--json", str(tmp_path / "r.json")]) == 0
     )

@@ -237,3 +237,6 @@ def test_only_takes_machine_numbers_below_machines(capsys) -> None:
     with pytest.raises(SystemExit) as refused:
         drive_recovery.main(["search", "--machines", "8", "--only", "3,9"])
     assert refused.value.code == 2 and "--only 9: not among the 8" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:
+        drive_recovery.main(["single", "--machines", "8", "--only", "3"])
+    assert refused.value.code == 2 and "--only is for search" in capsys.readouterr().err

@@ -80,6 +80,12 @@ def test_the_wider_search_s_springs_hold_a_mode_at_the_peak(two_masses, wide) ->
         assert d1.lower <= 2 * zeta * np.sqrt(c * share * (1 - share) * total) <= d1.upper
     assert c1.upper > next(s.upper for s in preset.specs("two_mass") if s.name == "c1")
     assert widening.with_mode_at(wider, peak).bounds == wider.bounds  # a box that holds it
+    # a spring the user typed (a nominal without bounds) stays every ladder's nominal
+    typed = replace(preset, nominals=(*preset.nominals, ("c1", 5.0)),
+                    bounds=tuple(b for b in preset.bounds if b[0] != "c1"))  # fmt: skip
+    for ladder in ("two_mass", "three_mass", "four_mass"):
+        c1 = next(s for s in widening.with_mode_at(typed, peak).specs(ladder) if s.name == "c1")
+        assert c1.nominal == 5.0 and c1.upper > 10.0, ladder
 
 
 def test_no_widening_when_not_asked_or_nothing_periodic_lies_above(two_masses) -> None:
@@ -112,7 +118,8 @@ def test_the_search_runs_again_at_the_wider_cut_off_and_records_the_first(
     assert s.best_structure_ == w[f"{answer}_structure"] and s.best_rss_ == w[f"{answer}_rss"]
     cut = w["to_prefilter_hz"] if w["kept"] else 25.0
     assert s.settings.identification.prefilter_hz == cut and s.to_dict()["widened"] == w
-    assert (tmp_path / f"widened-{w['to_prefilter_hz']:g}").is_dir()
+    peak = w["periodic"]["frequency_hz"]  # its spring boxes follow the peak: named by both
+    assert (tmp_path / f"widened-{w['to_prefilter_hz']:g}-{peak:.6g}").is_dir()
     assert s.checkpoint_dir == tmp_path
     assert s.n_evaluations_ == w["first_evaluations"] + w["second_evaluations"]
     w = dict(w)
