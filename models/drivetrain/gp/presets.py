@@ -81,11 +81,10 @@ def data_settings(
     nominals, bounds and friction tanh gain; with a measured ``position`` the fit also matches
     it (``position_weight = 1``, as the EMPS preset: the position drift pins the offset).
     ``wide``: issue 26's boxes that hold any split of the inertia and friction over decades
-    (``Scales.nominals``). Not the default: with the RK4 substeps at the parameter point they
-    hold the paper's reference (9/10 searched as a user's recording, 1.5x the narrow boxes'
-    time) but an EMPS search from the recording's own scales, seed 0, ends at {1,6,7,8}
-    (Stribeck instead of Coulomb friction) where the narrow boxes find {1,5,6,8}
-    (docs/drive.md, "Other machines"). The search ends with its final stage (``final_top``
+    (``Scales.nominals``; ``greylab drive identify|fit --boxes wide``). Not the default:
+    measured on 2026-12-07 they hold the paper's reference searched as a user's recording
+    (10/10) and EMPS from its own scales ({1,5,6,8} in seeds 0 and 1), but the EMPS search
+    takes about 4x the narrow boxes' time (docs/drive.md, "Other machines"). The search ends with its final stage (``final_top``
     3, ``models.drivetrain.gp.finalists``): a user's recording comes from a machine unlike
     the reference, whose true structure the search's own cheap fit may stall on; its answer
     follows the data's evidence (``final_alpha`` 0.01, ``models.drivetrain.gp.selection``): a
