@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from enum import StrEnum
 from typing import Annotated, Any
 
 import pandas as pd
@@ -13,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from flows.cli_settings import Cli, Limit, explained, lab_form
 from flows.data_refs import checked_data, data_choices
+from flows.drive.choices import Boxes, DrivePreset, FrictionGain
 from flows.drive.inputs import fit_structure, parse_prefilter, prefilter_cutoff, recording_scales
 from models import limits
 from models.drivetrain import REFERENCE_STRUCTURE
@@ -28,37 +28,6 @@ from models.drivetrain.scales import Scales
 from tracking.protocol import validate_experiment_name
 
 _CAMPAIGN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-
-
-class FrictionGain(StrEnum):
-    """auto: a search's final stage estimates the gain (data preset), a named structure's fit
-    keeps the preset's; fixed: the preset's friction smoothing gain everywhere; profile: the
-    gain that fits the recording best, by a profile of the fit over it (a named structure: at
-    most 9 fits; a search: its final stage, as auto)."""
-
-    auto = "auto"
-    fixed = "fixed"
-    profile = "profile"
-
-
-class Boxes(StrEnum):
-    """narrow: inertias J/4..1.5 J around half the rigid-body total, friction 50..200 % of its
-    estimate, springs and dampers 50..200 % around a mode at 3x the rigid band (issue 13);
-    wide: any share of the inertia from 5 %, friction 10x either side, springs and dampers
-    over decades around the resonance the recording's spectrum shows (issue 26; docs/drive.md
-    "Other machines")."""
-
-    narrow = "narrow"
-    wide = "wide"
-
-
-class DrivePreset(StrEnum):
-    """data: nominals, bounds and friction gain from the recording's own scales; reference:
-    the paper's rotary drive units; emps: the prismatic EMPS drive, tuned by hand."""
-
-    data = "data"
-    reference = "reference"
-    emps = "emps"
 
 
 def _submodel_choices(schema: dict[str, Any]) -> None:

@@ -182,18 +182,24 @@ def test_a_machine_skipped_leaves_the_later_ones_as_they_were() -> None:
         machine_recording(3, 0.5, -1)
 
 
+def _exact_row() -> tuple:
+    """Seed 0's machine #0, its rows-file key and an exact row at the true parameters (the gain
+    estimated), as ``drive_recovery.py search`` writes them."""
+    m = draw_machine(np.random.default_rng(0), 0)
+    key = {"seed": 0, "noise_percent": 0.5, "boxes": "wide", "search_gain": "auto",
+           "continuation": "on", "prefilter": "default", "population": 10, "generations": 10}  # fmt: skip
+    row = {"machine": 0, "kind": m.kind, "found": m.kind, "relation": "same", "parameters": m.params,
+           "gain": {"f_tanh": m.f_tanh, "estimated": True}, "outside": ["J1"], "key": key}  # fmt: skip
+    return m, key, row
+
+
 def test_the_recheck_recomputes_a_rows_interval_figures(tmp_path, capsys) -> None:
     """``drive_recovery_recheck.py``: the exact rows of a rows file (a line cut short and a
     missed machine skipped, a machine's last row kept) get today's interval figures; at the
     true values with the gain estimated nothing lies outside, the gain among the parameters."""
     from benchmarks import drive_recovery_recheck as recheck
 
-    rng = np.random.default_rng(0)
-    m = draw_machine(rng, 0)
-    key = {"seed": 0, "noise_percent": 0.5, "boxes": "wide", "search_gain": "auto",
-           "continuation": "on", "prefilter": "default", "population": 10, "generations": 10}  # fmt: skip
-    row = {"machine": 0, "kind": m.kind, "found": m.kind, "relation": "same", "parameters": m.params,
-           "gain": {"f_tanh": m.f_tanh, "estimated": True}, "outside": ["J1"], "key": key}  # fmt: skip
+    m, key, row = _exact_row()
     path = tmp_path / "rows.jsonl"
     lines = [
         json.dumps(row | {"outside": ["old"]}),
@@ -232,6 +238,23 @@ def test_the_recheck_recomputes_a_rows_interval_figures(tmp_path, capsys) -> Non
     assert "<b>" in told[2]["recheck_error"] and "TypeError" in told[3]["recheck_error"]
     assert "AttributeError" in told[4]["recheck_error"] and "<b>" in told[5]["recheck_error"]
     assert all("not a machine number" in r["recheck_error"] for r in told[6:])
+    assert (
+        recheck.main(["--rows", str(path), "--residuals", "--json", str(tmp_path / "r.json")]) == 0
+    )
+    figures = {f["key"]: f for f in json.loads((tmp_path / "r.json").read_text())["rows"]}
+    assert figures["white_exact"]["values"] == [100.0]
+    assert figures["flagged"]["values"] == [100.0 * (not told[1]["residuals_passed"])]
+    with pytest.raises(SystemExit) as refused:  # a rows file that is not there: named, refused
+        recheck.main(["--rows", str(tmp_path / "gone.jsonl")])
+    assert refused.value.code == 2 and "gone.jsonl: no such file" in capsys.readouterr().err
+
+
+def test_the_recheck_regenerates_a_widened_row_and_tells_a_miss_s_kind(capsys) -> None:
+    """``regenerated`` at the widened answer's own cut-off and springs where it stood;
+    ``--truth``'s facts and profile at the true parameters; a row without an RSS named."""
+    from benchmarks import drive_recovery_recheck as recheck
+
+    _m, _key, row = _exact_row()
     # a widened answer is rechecked at the cut-off (and since 2026-12-07 the spring boxes) it
     # was fitted with (gp.widening); where the first answer stood, at the first cut-off
     wide = recheck.regenerated(row | {"widened": {"to_prefilter_hz": 110.0}})[2]
@@ -260,12 +283,3 @@ def test_the_recheck_recomputes_a_rows_interval_figures(tmp_path, capsys) -> Non
     capsys.readouterr()
     recheck.print_truth(row)  # this row names no RSS: named, not fatal
     assert "truth not tested (KeyError: 'rss')" in capsys.readouterr().out
-    assert (
-        recheck.main(["--rows", str(path), "--residuals", "--json", str(tmp_path / "r.json")]) == 0
-    )
-    figures = {f["key"]: f for f in json.loads((tmp_path / "r.json").read_text())["rows"]}
-    assert figures["white_exact"]["values"] == [100.0]
-    assert figures["flagged"]["values"] == [100.0 * (not told[1]["residuals_passed"])]
-    with pytest.raises(SystemExit) as refused:  # a rows file that is not there: named, refused
-        recheck.main(["--rows", str(tmp_path / "gone.jsonl")])
-    assert refused.value.code == 2 and "gone.jsonl: no such file" in capsys.readouterr().err
