@@ -80,9 +80,7 @@ def with_mode_at(preset: GPSettings, peak_hz: float) -> GPSettings:
     d = 0.1 * math.sqrt(c * J / 4)
     boxes = {"c": (c / STIFFNESS_DECADES[0], c * STIFFNESS_DECADES[1]),
              "d": (d / WIDE_DAMPING[0], d * WIDE_DAMPING[1])}  # fmt: skip
-    generic = {k: v for k, v in nominals.items() if "." not in k}  # the ladders share bounds
-    plain = {k: v for k, v in bounds.items() if "." not in k}
-    for spec in parameter_specs(LADDER, generic, plain):
+    for spec in _shared_specs(nominals, bounds):
         if spec.name[0] in boxes:
             lo, hi = boxes[spec.name[0]]
             if spec.name not in bounds:  # a value the user typed (or the narrow boxes'):
@@ -92,11 +90,17 @@ def with_mode_at(preset: GPSettings, peak_hz: float) -> GPSettings:
     return replace(preset, nominals=nominals, bounds=bounds)  # type: ignore[arg-type]
 
 
+def _shared_specs(nominals: dict, bounds: dict) -> tuple:
+    """The ladder's parameter specs from the plain keys alone (``c1``, not ``three_mass.c1``):
+    the boxes every ladder shares."""
+    plain = [{k: v for k, v in keyed.items() if "." not in k} for keyed in (nominals, bounds)]
+    return parameter_specs(LADDER, *plain)
+
+
 def _top(preset: GPSettings, name: str) -> float:
     """The upper bound of the generic parameter ``name`` (``c1``) under ``preset``."""
-    generic = {k: v for k, v in preset.nominals if "." not in k}
-    plain = {k: v for k, v in preset.bounds if "." not in k}
-    return next(s.upper for s in parameter_specs(LADDER, generic, plain) if s.name == name)
+    specs = _shared_specs(dict(preset.nominals), dict(preset.bounds))
+    return next(s.upper for s in specs if s.name == name)
 
 
 def judged(search: Any, data: RecordingArrays, record: dict) -> dict:
