@@ -277,7 +277,7 @@ class Naive:
 
 
 def naive_fit(naive: Naive, starts, max_nfev: int, ident) -> dict:
-    """``evaluate._minimise`` on the naive problem: wall, RSS, counts, timed out."""
+    """``solve.minimise`` on the naive problem: wall, RSS, counts, timed out."""
     timed_out, t0, run = False, time.perf_counter(), 0
     with single_threaded_blas():
         for z0 in starts:

@@ -38,14 +38,15 @@ Substeps (issue 26; ``models.drivetrain.simulate``): each start simulates with t
 count of the step-size rule at its own start point (a random start beyond the machine's
 substep limit is skipped); ``n_sub`` stays fixed within one least-squares solve, so its
 objective is smooth. A full identification (a refinement, or any without screening) then
-settles the count at its end point (:func:`_settle`): (i) stability: the rule at the end point
+settles the count at its end point (``solve.settle``): (i) stability: the rule at the end point
 asks for more substeps than the fit used (the fit walked into stiffer parameters), or (ii)
 accuracy by step doubling: the residuals simulated with ``n_sub`` and ``2 n_sub`` differ by
 ``sum (r_2n - r_n)^2 > ACCURACY * max(cost, ACCURACY_FLOOR)`` (``cost``: the fit's RSS over
 the output's sum of squares, the residual's own units); then the count is raised and the fit
 continues from its end point, at most ``SETTLE_ROUNDS`` times, never beyond the machine's
-substep or work limit, and only while the difference keeps falling (:func:`_settle`; a stop
-keeps the count reached and says so in ``Evaluation.message``). A screening stage re-checks only stability
+substep or work limit nor ``IdentificationSettings.settle_max_substeps`` (the search's own
+fits), and only while the difference keeps falling (``solve.settle``; a stop keeps the count
+reached and says so in ``Evaluation.message``). A screening stage re-checks only stability
 (its fitness is a ranking, refined later). ``Evaluation.n_sub`` is the count the parameters
 were fitted with; the evidence, the search's output and the registered model simulate with it.
 
@@ -62,11 +63,8 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
-from scipy.optimize import least_squares
 
 from methods.blas import single_threaded_blas
-from models import budget
-from models.budget import LimitError
 from models.drivetrain.gp.continuation import (
     continuation_widths,
     continue_smoothing,
@@ -75,9 +73,10 @@ from models.drivetrain.gp.continuation import (
 from models.drivetrain.gp.objective import Objective, TimeLimitReached
 from models.drivetrain.gp.settings import GPSettings, IdentificationSettings
 from models.drivetrain.gp.signals import split_index
+from models.drivetrain.gp.solve import FLOOR, minimise, settle
 from models.drivetrain.simulate import CompiledSimulator, cached_model, get_simulator
 from models.drivetrain.submodels import canonical
-from models.drivetrain.substeps import power_of_two, substeps
+from models.drivetrain.substeps import substeps
 
 
 @dataclass(frozen=True)
@@ -147,28 +146,6 @@ class Evaluation:
                 f"RSS {self.rss:.4g}, d={self.n_params}, {self.nfev} sims, {self.wall_s:.2f} s")  # fmt: skip
 
 
-FLOOR = 1e-14  # RSS floor relative to the output's sum of squares about its mean
-#: accuracy by step doubling (module docstring): ``sum (r_2n - r_n)^2 <= ACCURACY * cost``.
-#: Why 0.0025: RK4 with backlash's switching converges to first order only, so the error of
-#: the ``n_sub`` solution is about ``2 (r_n - r_2n)`` (for smooth models ``16/15`` of it); the
-#: bound keeps the discretisation error's sum of squares at most 1 % of the residual's (its
-#: RMS at most 10 % of the residual's RMS: on a fit at the noise floor, 10 % of the noise),
-#: so that the fit's parameters are those of the machine, not of the integrator.
-ACCURACY = 0.0025
-#: the cost below which accuracy is not pursued further (noise-free fits): the bound is then
-#: ``2.5e-9`` of the output's sum of squares, a recording's own (``simulate.SIM_ACCURACY``):
-#: the discretisation error at most ``1e-8``, 100x below the kit's exact-fit target ``1e-6``
-ACCURACY_FLOOR = 1e-6
-#: at most this many raises of the substep count after a fit (each may jump several doublings)
-SETTLE_ROUNDS = 6
-#: one raise multiplies the count by at most this (an estimate from a first-order error)
-MAX_JUMP = 16
-#: the accuracy raises go on only while the step-doubling difference at least halves from
-#: one raise to the next (a first-order error falls 4x per doubling)
-CONVERGENCE = 0.5
-EXTEND_GAIN = 0.01  # a round that lowers the cost by more than this share has not stalled
-
-
 def spec_seed(spec: IndividualSpec, seed: int) -> int:
     """Seed of the random restarts: a hash of the spec and the search seed, so a result does
     not depend on the order or place (process) of evaluation."""
@@ -218,110 +195,6 @@ def _starts(
     return [z_start] + [rng.uniform(0, 1, z_start.size) for _ in range(n_starts - 1)], max_nfev
 
 
-def _minimise(
-    objective: Objective,
-    starts: list[np.ndarray],
-    max_nfev: int,
-    ident: IdentificationSettings,
-    extend: int = 0,
-    fixed: bool = False,
-) -> tuple[bool, str]:
-    """Bounded least squares from each start in turn (stopping early at the RSS floor or the
-    time limit), each with the substep count of the step-size rule at its start point
-    (``fixed``: the objective's current count); the best point stays in ``objective``. A start that ends on its evaluation
-    limit while its last round still lowered the cost by more than ``EXTEND_GAIN`` is not
-    taken as converged: it goes on from where it stopped, at most ``extend`` more rounds.
-    Returns (timed out, last message)."""
-    timed_out, message = False, ""
-    for i, z0 in enumerate(starts):
-        if ident.stop_at_floor and objective.best_cost <= FLOOR:
-            break
-        try:
-            n_start = objective.sim.n_sub if fixed else objective.stable_substeps(z0)
-        except LimitError:
-            if i == 0 and not np.isfinite(objective.best_cost):
-                raise  # the given start itself: the user's numbers are too stiff to simulate
-            message = "a random start beyond the substep limit was skipped"
-            continue
-        best_cost, best_z, best_n = objective.best_cost, objective.best_z, objective.best_n
-        objective.use(n_start)
-        objective.best_cost, objective.best_z, objective.best_n = best_cost, best_z, best_n
-        z, rounds = z0, 0
-        try:
-            while True:
-                before = objective.best_cost
-                with np.errstate(over="ignore"):  # a diverging trial step: its cost is inf
-                    res = least_squares(objective.residual, z, jac=objective.jacobian,
-                                        bounds=(0.0, 1.0), method="trf", max_nfev=max_nfev,
-                                        ftol=ident.ftol, xtol=ident.xtol, gtol=ident.gtol,
-                                        x_scale=1.0)  # fmt: skip
-                message = res.message + (
-                    f" (continued {rounds}x: still improving)" if rounds else ""
-                )
-                gain = 1.0 - 2.0 * float(res.cost) / before if 0 < before < np.inf else 1.0
-                if res.status != 0 or rounds >= extend or not gain > EXTEND_GAIN:
-                    break
-                z, rounds = res.x, rounds + 1
-        except TimeLimitReached:
-            timed_out, message = True, f"time limit {ident.time_limit_s} s reached"
-            break
-    return timed_out, message
-
-
-def _settle(
-    objective: Objective, max_nfev: int, extend: int, ident: IdentificationSettings,
-    accuracy: bool = True,
-) -> tuple[bool, str]:  # fmt: skip
-    """Raise the substep count until the end point is simulated stably and (``accuracy``)
-    accurately (module docstring), refitting from the end point after each raise; returns
-    (timed out, message: the last refit's, or why the settling stopped short). The objective
-    ends on the count of its best point.
-
-    Bounded (a search must not stall or fail on one individual): at most ``SETTLE_ROUNDS``
-    raises; no raise beyond the machine's substep or work limit (`models.budget`); and the
-    accuracy raises stop when the step-doubling difference does not at least halve from one
-    raise to the next (``CONVERGENCE``: RK4's error then does not fall with the step, e.g. a
-    wrong backlash structure chattering in its gap on EMPS, which asked for 32,768 substeps).
-    Each stop keeps the count reached and says so in the message."""
-    timed_out, message = False, ""
-    previous = np.inf
-    for round_ in range(SETTLE_ROUNDS + 1):
-        z = objective.best_z
-        if objective.sim.n_sub != objective.best_n:  # best point found at another count
-            objective.use(objective.best_n)
-        n = objective.sim.n_sub
-        try:
-            target = max(n, objective.stable_substeps(z))
-        except LimitError as exc:
-            return timed_out, f"substeps not settled: stability at the end point: {exc}"[:400]
-        if target == n and accuracy:
-            r_n = objective.raw_residual(z, objective.sim)
-            # one simulation: interpreted, no C compile for a count that may never be used
-            finer = objective.make(objective.sim.n_samples, 2 * n, native=False)
-            r_2n = objective.raw_residual(z, finer)
-            cost = float(r_n @ r_n) if np.all(np.isfinite(r_n)) else np.inf
-            diff = float(np.sum((r_2n - r_n) ** 2)) if np.isfinite(cost) else np.inf
-            allowed = ACCURACY * max(cost, ACCURACY_FLOOR)
-            if not diff <= allowed:  # first order: the error falls with n_sub, its square by 4
-                if not diff <= CONVERGENCE * previous:
-                    return timed_out, (f"substeps kept at {n}: the step-doubling difference "
-                                       f"{diff:.3g} does not fall with the step (was "
-                                       f"{previous:.3g}; wanted <= {allowed:.3g})")  # fmt: skip
-                previous = diff
-                ratio = np.sqrt(diff / allowed) if np.isfinite(diff) else MAX_JUMP
-                target = n * min(MAX_JUMP, max(2, power_of_two(ratio)))
-        if target == n:
-            return timed_out, message
-        if round_ == SETTLE_ROUNDS or not objective.within_limits(target):
-            return timed_out, (f"substeps kept at {n}: the end point asks for {target} "
-                               f"({'after ' + str(SETTLE_ROUNDS) + ' raises' if round_ == SETTLE_ROUNDS else 'beyond the machine limit, ' + budget.MAX_SUBSTEPS + ' / ' + budget.MAX_WORK})")  # fmt: skip
-        objective.use(target)
-        timed_out, message = _minimise(objective, [z], max_nfev, ident, extend, fixed=True)
-        if timed_out:
-            return timed_out, message
-    return timed_out, message
-
-
 def _identify(
     spec: IndividualSpec, data: RecordingArrays, settings: GPSettings, seed: int
 ) -> Evaluation:
@@ -356,13 +229,13 @@ def _identify(
     widths = continuation_widths(spec.structure, ident) if full_fit else ()
     if widths:  # backlash: smoothed gap law first (models.drivetrain.gp.continuation)
         timed_out, message = continue_smoothing(make_for, objective, widths, starts, max_nfev,
-                                                ident, extend, _minimise, _settle)  # fmt: skip
+                                                ident, extend, minimise, settle)  # fmt: skip
     else:
-        timed_out, message = _minimise(objective, starts, max_nfev, ident, extend)
+        timed_out, message = minimise(objective, starts, max_nfev, ident, extend)
     if not timed_out:  # after a continuation the exact law's Jacobian is of no use: short refits
         short = (ident.screen_nfev or 10, 0) if widths else (max_nfev, extend)
         try:
-            timed_out, settled = _settle(objective, *short, ident, accuracy=full_fit)
+            timed_out, settled = settle(objective, *short, ident, accuracy=full_fit)
         except TimeLimitReached:
             timed_out, settled = True, f"time limit {ident.time_limit_s} s reached"
         message = settled or message
