@@ -59,7 +59,7 @@ FIT_STARTS = 8
 #: with backlash fits a three- and a two-mass first: 120 s cut it short at load 5 on 2 cores)
 CONTINUATION: dict[str, Any] = {
     "backlash_smoothing": (0.03, 0.003, 0.0003), "ladder_seed": True, "max_nfev": 100,
-    "time_limit_s": 600.0, "settle_max_substeps": 0,
+    "time_limit_s": 600.0,
 }  # fmt: skip
 #: starts of each rival spec's identification (from its start values; a richer neighbour has
 #: two specs): 4 instead of 1 tripled the time of the reference's evidence, no verdict changed

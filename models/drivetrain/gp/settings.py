@@ -9,8 +9,6 @@ from methods.errors import InputError
 from models.drivetrain.submodels import DEFAULT_F_TANH, ParameterSpec, Submodel, parameter_specs
 
 SELECTIONS = ("rank", "roulette", "tournament")
-#: the search's own fits settle their substeps up to this count (``settle_max_substeps``)
-SEARCH_MAX_SUBSTEPS = 256
 
 
 @dataclass(frozen=True)
@@ -74,12 +72,6 @@ class IdentificationSettings:
     Both are off in a search (an EMPS search refining backlash structures hit the 120 s time
     limit) and on in the fit of a named structure (``structure_fit.fit_settings``:
     ``CONTINUATION``).
-    ``settle_max_substeps`` (issue 26; 0: only the machine's limit): the settling of a full
-    identification (``models.drivetrain.gp.solve.settle``) raises the substep count at most
-    to this. The search's own fits rank structures, and the final stage and a named structure's
-    fit settle without it (``CONTINUATION``: 0): with the wide boxes a wrong backlash
-    structure on EMPS walked to 4096 substeps per sample and spent the 120 s time limit on 19
-    simulations, twice in one search (docs/drive.md, "Other machines").
     """
 
     n_starts: int = 2
@@ -100,7 +92,6 @@ class IdentificationSettings:
     extend_rounds: int = 3
     backlash_smoothing: tuple[float, ...] = ()
     ladder_seed: bool = False
-    settle_max_substeps: int = SEARCH_MAX_SUBSTEPS
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "backlash_smoothing", tuple(map(float, self.backlash_smoothing)))
@@ -111,13 +102,9 @@ class IdentificationSettings:
             or self.max_nfev < 1
             or self.screen_nfev < 0
             or self.extend_rounds < 0
-            or self.settle_max_substeps < 0
             or not self.time_limit_s > 0
         ):
-            raise InputError(
-                "n_starts and max_nfev must be >= 1, time_limit_s > 0 and "
-                "screen_nfev, extend_rounds, settle_max_substeps >= 0"
-            )
+            raise InputError("n_starts and max_nfev must be >= 1 and time_limit_s > 0")
         if self.jit_opt not in ("auto", "-O0", "-O1", "-O2") or self.jit_after < 1:
             raise InputError("jit_opt must be auto, -O0, -O1 or -O2 and jit_after >= 1")
         if not 0.0 < self.screen_fraction <= 1.0:

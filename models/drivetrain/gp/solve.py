@@ -4,8 +4,7 @@
 :func:`minimise`: scipy ``least_squares`` (TRF, exact Jacobians, box-normalised coordinates)
 from each start in turn, continued while a round that ends on its budget still improves.
 :func:`settle`: after a full fit, the substep count is raised until the end point is simulated
-stably and accurately (step doubling), bounded by ``SETTLE_ROUNDS``, the machine's limits and
-``IdentificationSettings.settle_max_substeps`` (the search's own fits: ``SEARCH_MAX_SUBSTEPS``).
+stably and accurately (step doubling), bounded by ``SETTLE_ROUNDS`` and the machine's limits.
 """
 
 from __future__ import annotations
@@ -135,7 +134,7 @@ def settle(
                 target = n * min(MAX_JUMP, max(2, power_of_two(ratio)))
         if target == n:
             return timed_out, message
-        why = _no_raise(objective, target, round_, ident.settle_max_substeps)
+        why = _no_raise(objective, target, round_)
         if why:
             return timed_out, f"substeps kept at {n}: the end point asks for {target} ({why})"
         objective.use(target)
@@ -145,12 +144,10 @@ def settle(
     return timed_out, message
 
 
-def _no_raise(objective: Objective, target: int, round_: int, cap: int) -> str:
+def _no_raise(objective: Objective, target: int, round_: int) -> str:
     """Why the settling may not raise the count to ``target`` ("": it may)."""
     if round_ == SETTLE_ROUNDS:
         return f"after {SETTLE_ROUNDS} raises"
-    if cap and target > cap:
-        return f"beyond the search's {cap} (settle_max_substeps; the final stage settles it)"
     if not objective.within_limits(target):
         return f"beyond the machine limit, {budget.MAX_SUBSTEPS} / {budget.MAX_WORK}"
     return ""

@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from benchmarks._drive_machines import add_noise, draw_machine, simulate_machine
-from methods.errors import InputError
 from models import budget
 from models.drivetrain import reference_recording
 from models.drivetrain.gp import solve
@@ -177,35 +176,6 @@ def test_the_settling_is_bounded_by_the_machine_limit(monkeypatch) -> None:
     monkeypatch.setenv(budget.MAX_SUBSTEPS, "1")
     with pytest.raises(budget.LimitError, match="GREYLAB_MAX_DRIVE_SUBSTEPS"):
         identify(IndividualSpec(structure, tuple(sorted(stiff.items()))), as_arrays(rec), gp)
-
-
-def test_the_searchs_fits_settle_up_to_their_cap_and_a_named_fit_beyond() -> None:
-    """``settle_max_substeps``: the search's own fits raise the count at most to it and say
-    so (with the wide boxes a wrong backlash structure on EMPS walked to 4096 substeps and
-    spent the 120 s limit on 19 simulations); the final stage and a named structure's fit
-    (``CONTINUATION``) settle without it, and a cap above the need changes nothing."""
-    from models.drivetrain.gp.finalists import final_settings
-    from models.drivetrain.structure_fit import fit_settings
-
-    rec = reference_recording(["two_mass", "coulomb", "backlash"], duration=1.0)
-    structure = ("two_mass", "coulomb", "backlash")
-
-    def fit(cap: int):
-        gp = GPSettings(identification=IdentificationSettings(
-            jit=True, screen_nfev=0, n_starts=1, settle_max_substeps=cap))  # fmt: skip
-        start = tuple(sorted((s.name, s.nominal) for k in structure for s in gp.specs(k)))
-        return identify(IndividualSpec(structure, start), as_arrays(rec), gp, seed=0)
-
-    free, capped, above = fit(0), fit(8), fit(4096)
-    assert free.n_sub > 8  # measured 64 (the machine-limit test above)
-    assert capped.n_sub <= 8 and "settle_max_substeps" in capped.message
-    assert capped.rss > free.rss  # the cap costs accuracy, not correctness of the record
-    assert (above.n_sub, above.rss) == (free.n_sub, free.rss)
-    assert IdentificationSettings().settle_max_substeps == 256  # the search's default
-    assert fit_settings(GPSettings()).identification.settle_max_substeps == 0
-    assert final_settings(GPSettings()).identification.settle_max_substeps == 0
-    with pytest.raises(InputError, match="settle_max_substeps"):
-        IdentificationSettings(settle_max_substeps=-1)
 
 
 @pytest.mark.slow
