@@ -33,6 +33,7 @@ from models.drivetrain.evidence import (
     f_test,
     information,
 )
+from models.drivetrain.fit_evidence import time_limit_note
 from models.drivetrain.gp import final_gain
 from models.drivetrain.gp.dispatch import MapBatches
 from models.drivetrain.gp.evaluate import Evaluation
@@ -48,14 +49,17 @@ def search_evidence(
     rivals: bool = True,
 ) -> Evidence:  # fmt: skip
     """The evidence for a fitted ``StructureSearch``'s best structure (``rivals=False``: no
-    rival table). A neighbour the search refined (its local search after the last generation
+    rival table), with a note where identifications stopped at their time limit
+    (``fit_evidence.time_limit_note``). A neighbour the search refined (its local search after the last generation
     evaluates them) keeps that fit; one it only screened starts from the screened values; the
     others from the inherited ones (``rival_specs``)."""
     data = as_arrays(recording)
+    limit = functools.partial(time_limit_note, timed_out=getattr(search, "timed_out_", []),
+                              limit_s=search.settings.identification.time_limit_s)  # fmt: skip
     if not rivals:
-        return structure_evidence(search.best_structure_, search.best_parameters_, data,
-                                  search.settings, n_sub=_n_sub(search),
-                                  gain_estimated=_gain_estimated(search))  # fmt: skip
+        return limit(structure_evidence(search.best_structure_, search.best_parameters_, data,
+                                        search.settings, n_sub=_n_sub(search),
+                                        gain_estimated=_gain_estimated(search)))  # fmt: skip
     done: dict[tuple[str, ...], Evaluation] = {}
     starts: dict[tuple[str, ...], dict[str, float]] = {}
     for ev in _evaluations(search):
@@ -73,7 +77,7 @@ def search_evidence(
     evidence = structure_evidence(search.best_structure_, search.best_parameters_, data,
                                   search.settings, rows, n_sub=_n_sub(search),
                                   gain_estimated=_gain_estimated(search))  # fmt: skip
-    return _by_the_search_rule(search, evidence, rows, data.n)
+    return limit(_by_the_search_rule(search, evidence, rows, data.n))
 
 
 def _by_the_search_rule(

@@ -26,6 +26,7 @@ from models.drivetrain.fit_evidence import (
     simulator,
     start_velocity,
     structure_evidence,
+    time_limit_note,
     widened,
 )
 from models.drivetrain.friction_gain import profile_friction_gain
@@ -149,8 +150,8 @@ class StructureFit:
     Fitted attributes as ``StructureSearch``'s (``best_structure_``, ``best_codes_``,
     ``best_parameters_``, ``best_fitness_``, ``best_rss_``, ``best_evaluation_``, ``history_``
     and ``polish_`` empty, ``population_history_`` one row, ``state_space_``,
-    ``best_output_``, ``model_``, ``n_evaluations_``, ``resumed_from_`` None) plus
-    ``evidence_`` (``models.drivetrain.evidence.Evidence``)."""
+    ``best_output_``, ``model_``, ``n_evaluations_``, ``timed_out_``, ``resumed_from_`` None)
+    plus ``evidence_`` (``models.drivetrain.evidence.Evidence``)."""
 
     def __init__(
         self, structure: Sequence[str] | str, *, settings: GPSettings | None = None,
@@ -200,6 +201,10 @@ class StructureFit:
             best.structure, best.parameters, data, self.settings, rivals, n_sub=best.n_sub,
             gain_estimated=self.gain_profile_ is not None)  # fmt: skip
         self._finish(best, data, n_eval)
+        self.timed_out_ = ["+".join(ev.structure)  # (the rivals: their fittest fits)
+                           for ev in [first, again] + [ev for ev, _ in rivals] if ev.timed_out]  # fmt: skip
+        self.evidence_ = time_limit_note(self.evidence_, self.timed_out_,
+                                         s.identification.time_limit_s)  # fmt: skip
         return self
 
     def _finish(self, best: Evaluation, data: RecordingArrays, n_eval: int) -> None:

@@ -10,7 +10,8 @@ Per generation (stepped metrics, live while the search runs): `best_fitness`, `b
 the best individual found so far; after the last generation, one step per move of the local
 search (`polish_`), so the last step is the answer the run reports (its name, `result.json`).
 At the end:
-`param.<name>` for the identified parameters, `n_evaluations`, `best_structure` as tag and param,
+`param.<name>` for the identified parameters, `n_evaluations`, `n_timed_out` (identifications
+stopped at their time limit), `best_structure` as tag and param,
 artifacts `history.csv` (best structure per generation, codes and names), `convergence.csv`
 (what the convergence figure draws: the generations, then the local search's moves),
 `population.csv`
@@ -136,7 +137,8 @@ class DriveRecorder(Recorder):
             }
         )
         run.metrics(
-            {"n_evaluations": float(search.n_evaluations_)}
+            {"n_evaluations": float(search.n_evaluations_),
+             "n_timed_out": float(len(getattr(search, "timed_out_", [])))}
             | {f"param.{k}": float(v) for k, v in search.best_parameters_.items()},
         )
         run.table(search.history_, "history.csv")

@@ -221,9 +221,10 @@ def test_drive_recorder(drive: dict[str, Any]) -> None:
     for key, attr in (("best_fitness", "fitness"), ("best_rss", "rss")):
         assert run.metrics[key] == [(g, float(getattr(b, attr))) for g, b in drive["bests"]]
     assert run.metric("n_evaluations") == float(search.n_evaluations_)
+    assert run.metric("n_timed_out") == float(len(search.timed_out_)) == 0.0  # (120 s each)
     for name, value in search.best_parameters_.items():
         assert run.metric(f"param.{name}") == float(value)
-    assert set(run.metrics) == {"best_fitness", "best_rss", "n_evaluations"} | {
+    assert set(run.metrics) == {"best_fitness", "best_rss", "n_evaluations", "n_timed_out"} | {
         f"param.{name}" for name in search.best_parameters_
     }
     assert set(run.artifacts) == {"history.csv", "convergence.csv", "population.csv", "polish.csv",

@@ -49,7 +49,8 @@ class Dispatcher:
 
     ``n_batches``: the jobs a ``run`` must finish are split into at most this many balanced
     batches; each ``ahead`` job is a batch of its own, after them. ``n_identifications``
-    counts identifications (a screening refined in the same call counts twice).
+    counts identifications (a screening refined in the same call counts twice), ``timed_out``
+    lists the evaluations that stopped at their time limit (``Evaluation.timed_out``).
 
     A search passes its population (``batch_size`` 1): one job per batch, submitted longest
     first, so a worker that frees up takes the next one. Fewer, larger batches (one per worker
@@ -71,6 +72,7 @@ class Dispatcher:
         self.map_batches, self.submit_batch = map_batches, submit_batch
         self.pending: dict[str, tuple[Any, IndividualSpec]] = {}
         self.n_identifications = 0
+        self.timed_out: list[Evaluation] = []
 
     def run(self, jobs: Sequence[Job], ahead: Sequence[Job] = ()) -> None:
         """Finish ``jobs``; start ``ahead`` (with ``map_batches``: finish them in the same
@@ -104,6 +106,7 @@ class Dispatcher:
         for spec, ev in zip(batch, evals):
             self.cache[keys[spec.key()]] = ev
             self.n_identifications += 1 + (spec.refine_above is not None and ev.refined)
+            self.timed_out += [ev] if ev.timed_out else []
 
 
 class _Done:

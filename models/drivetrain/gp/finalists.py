@@ -276,6 +276,10 @@ class Screens:
     def n_identifications(self) -> int:
         return sum(d.n_identifications for d in self.dispatchers)
 
+    @property
+    def timed_out(self) -> list[Evaluation]:
+        return [ev for d in self.dispatchers for ev in d.timed_out]
+
     def rows(self) -> list[dict]:
         return [{"call": i, "names": ",".join(ev.structure), "rss": float(ev.rss),
                  "n_params": int(ev.n_params)} | self.notes.get((i, ev.structure), {})

@@ -85,7 +85,9 @@ class StructureSearch:
     ``friction_gain_`` (the answer's gain, ``gp.final_gain.record``, the settings carry it),
     ``best_output_`` (the best model's velocity over the recording from the measured initial
     one), ``model_`` (a ``models.drivetrain.product.DriveModel``), ``n_evaluations_``,
-    ``resumed_from_``, ``widened_`` (the first answer where the search ran again at a wider
+    ``timed_out_`` (the structures whose identification stopped at its time limit, one entry
+    per identification: the answer may then depend on the machine's load), ``resumed_from_``,
+    ``widened_`` (the first answer where the search ran again at a wider
     prefilter, ``gp.widening``; None).
 
     ``fit`` takes a recording table, plain ``RecordingArrays`` or a stored ``RecordingFile``;
@@ -197,25 +199,8 @@ class StructureSearch:
         prefilter, once more at the cut-off that shows it (``widening``), whose answer stands
         where it explains that component: ``widened_`` then records both, else it is None."""
         data, self.widened_ = as_arrays(recording), None
-        preset, directory = self._preset, self.checkpoint_dir
         self._search(recording, data)
-        wider = widening.wider(self, preset, data)
-        if wider is None:
-            return self
-        first = dict(self.__dict__)  # the first search's answer, whole
-        self._preset, self.widened_ = wider  # (a progress callback reads it meanwhile)
-        cut, peak = self._preset.identification.prefilter_hz, wider[1]["periodic"]["frequency_hz"]
-        self.checkpoint_dir = directory and directory / f"widened-{cut:g}-{peak:.6g}"  # its boxes
-        try:
-            self._search(recording, data)
-            record = widening.judged(self, data, wider[1])
-        except BaseException:  # the first answer stands, as it was
-            self.__dict__.update(first)
-            raise
-        if not record["kept"]:
-            self.__dict__.update(first)
-        self._preset, self.checkpoint_dir, self.widened_ = preset, directory, record
-        self.n_evaluations_ = record["first_evaluations"] + record["second_evaluations"]
+        widening.search_again(self, recording, data)
         return self
 
     def _search(self, recording: Any, data: RecordingArrays) -> None:
@@ -271,6 +256,8 @@ class StructureSearch:
         self._dispatch.wait(list(self._dispatch.pending))  # none is left: a safety net
         best = self._final(self._polish(best, data), data)
         self.n_evaluations_ = self._dispatch.n_identifications + self._n_final
+        self.timed_out_ = ["+".join(ev.structure)
+                           for ev in self._dispatch.timed_out + self._final_timed_out]  # fmt: skip
         self._finish(best, history, pop_rows, data)
 
     def _restore(self, state: dict) -> tuple[Any, list, list, Evaluation | None]:
@@ -357,6 +344,7 @@ class StructureSearch:
         self.selection_ = selection.record(best, list(self._cache.values()), n_eff, self._preset,
                                            steps) | {"screened": screen.rows()}  # fmt: skip
         self._n_final = screen.n_identifications + (dispatch.n_identifications if dispatch else 0)
+        self._final_timed_out = screen.timed_out + (dispatch.timed_out if dispatch else [])
         self.friction_gain_ = final_gain.record(best, self._preset, self.friction_gain, over)
         self.friction_gain_ |= {"generations": self._gain.rows} if self._gain.at else {}
         self.settings = replace(s, f_tanh=self.friction_gain_["f_tanh"])
@@ -392,7 +380,7 @@ class StructureSearch:
                 "fitness": self.best_fitness_, "generations": self.settings.generations,
                 "settings": self.settings.to_dict(), "seed": self.seed,
                 "state_space": self.state_space_, "friction_gain": self.friction_gain_,
-                "widened": self.widened_}  # fmt: skip
+                "widened": self.widened_, "timed_out": self.timed_out_}  # fmt: skip
 
 
 def _codes(ev: Evaluation) -> str:

@@ -31,6 +31,34 @@ from models.drivetrain.submodels import MULTI_MASS, Submodel, parameter_specs
 LADDER = Submodel.FOUR_MASS  # its springs and dampers c1..c3, d1..d3 cover every ladder's
 
 
+def search_again(search: Any, recording: Any, data: RecordingArrays) -> None:
+    """After a fitted ``StructureSearch``'s first search: where :func:`wider` asks for it, run
+    it again on ``recording`` at the wider cut-off (its checkpoints in ``widened-<cut>-<peak>``
+    under the first's: its boxes depend on the peak) and keep the answer :func:`judged` keeps;
+    ``widened_`` records both, ``n_evaluations_`` and ``timed_out_`` count both searches. A
+    second search that fails leaves the first answer whole."""
+    preset, directory = search._preset, search.checkpoint_dir
+    again = wider(search, preset, data)
+    if again is None:
+        return
+    first = dict(search.__dict__)  # the first search's answer, whole
+    search._preset, search.widened_ = again  # (a progress callback reads it meanwhile)
+    cut, peak = search._preset.identification.prefilter_hz, again[1]["periodic"]["frequency_hz"]
+    search.checkpoint_dir = directory and directory / f"widened-{cut:g}-{peak:.6g}"
+    try:
+        search._search(recording, data)
+        record = judged(search, data, again[1])
+    except BaseException:  # the first answer stands, as it was
+        search.__dict__.update(first)
+        raise
+    timed_out = first["timed_out_"] + search.timed_out_
+    if not record["kept"]:
+        search.__dict__.update(first)
+    search._preset, search.checkpoint_dir, search.widened_ = preset, directory, record
+    search.n_evaluations_ = record["first_evaluations"] + record["second_evaluations"]
+    search.timed_out_ = timed_out
+
+
 def wider(search: Any, preset: GPSettings, data: RecordingArrays) -> tuple[GPSettings, dict] | None:
     """For a fitted ``StructureSearch`` on ``data`` from ``preset``: the preset to search again
     with (its cut-off widened, no further widening; the preset's friction gain, the second

@@ -1,0 +1,81 @@
+"""Identifications stopped at their time limit are recorded and told (issue 26, item "the
+time-limit nondeterminism"): ``StructureSearch.timed_out_`` / ``StructureFit.timed_out_``,
+``to_dict()["timed_out"]``, and a note among the evidence's (``fit_evidence.time_limit_note``).
+A limit that binds makes the answer depend on the machine's load; the user is told which
+structures it stopped, instead of a silently different answer on the next run."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from models.drivetrain import reference_recording
+from models.drivetrain.fit_evidence import time_limit_note
+from models.drivetrain.gp import GPSettings, StructureSearch
+from models.drivetrain.gp.settings import IdentificationSettings
+from models.drivetrain.search_evidence import search_evidence
+from models.drivetrain.submodels import parse_structure
+
+REC = reference_recording(duration=2.0)
+
+
+def _search(time_limit_s: float) -> StructureSearch:
+    ident = IdentificationSettings(time_limit_s=time_limit_s, jit=False)
+    return StructureSearch(4, 2, 0, settings=GPSettings(identification=ident)).fit(REC)
+
+
+@pytest.fixture(scope="module")
+def free() -> StructureSearch:
+    """The search with the default limit (120 s per identification)."""
+    return _search(IdentificationSettings().time_limit_s)
+
+
+def test_a_search_lists_the_identifications_its_time_limit_stopped(
+    free: StructureSearch,
+) -> None:
+    """A limit of 50 ms stops identifications (measured: 28 of 30 on this search); each is
+    listed once per stop by its structure, in the result's JSON and in one evidence note that
+    counts them all and names the limit; the same search with the default limit lists none
+    and says nothing."""
+    stopped = _search(0.05)
+    assert stopped.timed_out_, "a 50 ms limit stopped no identification"
+    assert len(stopped.timed_out_) <= stopped.n_evaluations_
+    for names in stopped.timed_out_:
+        parse_structure(names.split("+"))  # a structure of known submodels, nothing else
+    assert stopped.to_dict()["timed_out"] == stopped.timed_out_
+    notes = search_evidence(stopped, REC, rivals=False).notes
+    (note,) = [n for n in notes if "time limit" in n]
+    assert note.startswith(f"{len(stopped.timed_out_)} identification")
+    assert "(0.05 s;" in note and "may differ between runs of the same seed" in note
+
+    assert free.timed_out_ == [] and free.to_dict()["timed_out"] == []
+    assert not any("time limit" in n for n in search_evidence(free, REC, rivals=False).notes)
+
+
+def test_the_note_counts_each_stop_and_names_at_most_four_structures(
+    free: StructureSearch,
+) -> None:
+    evidence = search_evidence(free, REC, rivals=False)
+    assert time_limit_note(evidence, [], 120.0) is evidence
+    one = time_limit_note(evidence, ["two_mass+coulomb"], 120.0).notes[-1]
+    assert one.startswith("1 identification stopped at the time limit (120 s; two_mass+coulomb)")
+    many = ["one_mass", "two_mass", "three_mass", "four_mass", "two_mass+delay", "one_mass"]
+    note = time_limit_note(evidence, many, 600.0).notes[-1]
+    assert note.startswith("6 identifications stopped at the time limit (600 s; ")
+    assert "and 1 more)" in note  # 5 distinct structures: 4 named
+    assert time_limit_note(evidence, many, 600.0).notes[:-1] == evidence.notes
+
+
+def test_a_named_structures_fit_tells_its_stops_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``drive fit --structure``: the fit's own limit (600 s, ``structure_fit.CONTINUATION``)
+    lowered to 50 ms here (a real 600 s stop would take 10 minutes)."""
+    from models.drivetrain import structure_fit
+
+    monkeypatch.setitem(structure_fit.CONTINUATION, "time_limit_s", 0.05)
+    gp = replace(GPSettings(), identification=IdentificationSettings(jit=False))
+    fit = structure_fit.StructureFit("two_mass,coulomb,viscous,stribeck", settings=gp,
+                                     n_starts=2, rivals=False).fit(REC)  # fmt: skip
+    assert fit.timed_out_ and set(fit.timed_out_) == {"two_mass+coulomb+viscous+stribeck"}
+    assert fit.evidence_.notes[-1].startswith(f"{len(fit.timed_out_)} identification")
+    assert "(0.05 s;" in fit.evidence_.notes[-1]
