@@ -21,7 +21,12 @@ alone (``StructureFit`` at the row's gain, as ``drive fit`` would: seconds to a 
 ``--truth``: also, for each exact answer, whether a parameter miss is the search's or the
 model's (:func:`truth_facts`: the truth's RSS on the recording and on the noise-free one, and
 the fit started at the truth), and whether a profile-likelihood interval would hold each true
-value its linearised interval misses (:func:`profile_facts`)."""
+value its linearised interval misses (:func:`profile_facts`).
+
+``--missed``: for each answer that is not the truth, whether the data at the settings the
+answer was found with support the truth (:func:`missed_facts`: the truth's RSS and the fit
+started at it, against the answer by the search's own F-test): "supported" makes the miss the
+search's (it never reached the truth's fit), "not supported" the data's at that cut-off."""
 
 from __future__ import annotations
 
@@ -138,6 +143,62 @@ def print_truth(row: dict) -> None:
               f"{CHI2_1_95:.3g}): {words}", flush=True)  # fmt: skip
 
 
+def missed_facts(row: dict) -> dict:
+    """For an answer that is not the truth: the truth's RSS at the row's settings (cut-off,
+    boxes, gain; its own step-size rule's substeps), the fit of the true structure started at
+    the truth (``drive fit``'s continuations, ``finalists.final_settings``) and that fit's
+    F-test against the answer (``p``, the richer of the two tested against the simpler; the
+    parameter counts, the search's effective sample count, the friction gain counted alike in
+    both) at the search's level ``alpha / m``; ``supported``: a richer truth fits
+    significantly better, a richer answer does not, or a truth with as many parameters fits
+    at least as well (the search's own rule would then have chosen the truth)."""
+    from models.drivetrain.evidence import f_test
+    from models.drivetrain.gp.evaluate import IndividualSpec, identify
+    from models.drivetrain.gp.finalists import final_settings
+    from models.drivetrain.gp.recording import as_arrays
+    from models.drivetrain.kit import assemble
+    from models.drivetrain.substeps import substeps
+
+    m, rec, gp = regenerated(row)
+    answer_rss, answer_d = float(row["rss"]), int(row["d"])
+    sel = row.get("selection") or {}
+    n_eff, level = float(sel["n_eff"]), float(sel["alpha"]) / max(int(sel.get("m") or 1), 1)
+    gain = answer_d - len(assemble(str(row["found"]).split("+"), **gp.kit_options()).specs)
+    data = as_arrays(rec)
+    n_sub = substeps(assemble(m.structure, **gp.kit_options()), data.dt, 1, m.params)
+    start = IndividualSpec(m.structure, tuple(sorted(m.params.items())), refine=True)
+    fit = identify(start, data, final_settings(gp))
+    d = fit.n_params + gain
+    if d > answer_d:  # the truth richer: does it fit significantly better?
+        p = f_test(answer_rss, answer_d, fit.rss, d, n_eff)[1]
+        supported = p < level
+    elif d < answer_d:  # the answer richer: do the data need what it adds?
+        p = f_test(fit.rss, d, answer_rss, answer_d, n_eff)[1]
+        supported = not p < level
+    else:
+        p, supported = math.nan, fit.rss <= answer_rss
+    return {"truth_rss": truth_rss(m.structure, m.params, rec, gp, n_sub),
+            "from_truth_rss": float(fit.rss), "d": d, "p": float(p), "level": level,
+            "supported": bool(supported), "seconds": float(fit.wall_s)}  # fmt: skip
+
+
+def print_missed(row: dict) -> None:
+    """``--missed``'s line for a row whose answer is not the truth (named, not fatal, when it
+    cannot be tested)."""
+    try:
+        t = missed_facts(row)
+    except (*ROW_ERRORS, ArithmeticError) as err:
+        print(f"      truth not tested ({type(err).__name__}: {err})", flush=True)
+        return
+    verdict = "supported: the miss is the search's" if t["supported"] else (
+        "not supported by the data at these settings")  # fmt: skip
+    print(f"      the truth at the answer's settings: RSS {t['truth_rss']:.6g}, fitted from "
+          f"it {t['from_truth_rss']:.6g} (d {t['d']}, {t['seconds']:.0f} s) against the "
+          f"answer's {float(row['rss']):.6g} (d {row['d']}): F-test p {t['p']:.3g} (the richer "
+          f"against the simpler), level "
+          f"{t['level']:.3g}: {verdict}", flush=True)  # fmt: skip
+
+
 def from_start(settings):
     """``settings`` whose identification is one full fit from the given start (no screening,
     no random start)."""
@@ -213,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="also every answer's residual tests (module docstring)")  # fmt: skip
     parser.add_argument("--truth", action="store_true",
                         help="also each exact answer's truth_facts (module docstring)")  # fmt: skip
+    parser.add_argument("--missed", action="store_true",
+                        help="also each missed answer's missed_facts (module docstring)")  # fmt: skip
     add_arguments(parser, repeats=1)
     args = parser.parse_args(argv)
     if not Path(args.rows).is_file():
@@ -242,6 +305,13 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  # {row.get('machine')} {row.get('kind')} -> {row.get('found')} "
                       f"[{row.get('relation')}]: residual tests {word}", flush=True)  # fmt: skip
             residual_figures(bench, told)
+        if args.missed:
+            for row in sorted(search_rows(args.rows, exact=False), key=lambda r: r["machine"]):
+                if row.get("relation") == "same":
+                    continue
+                print(f"  # {row.get('machine')} {row.get('kind')} -> {row.get('found')} "
+                      f"[{row.get('relation')}]", flush=True)  # fmt: skip
+                print_missed(row)
     bench.finish()
     return 0
 

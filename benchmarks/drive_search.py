@@ -77,6 +77,7 @@ class ProcessMap:
     def __init__(self, workers: int) -> None:
         self.pool = ProcessPoolExecutor(max_workers=workers)
         self.in_map_s = self.busy_s = 0.0
+        self.evals: list = []  # every evaluation the search waited for (``costliest``)
 
     def submit(self, fn, batch):
         future = self.pool.submit(fn, batch)
@@ -87,6 +88,7 @@ class ProcessMap:
         evals = future.result()
         self.in_map_s += time.perf_counter() - t0
         self.busy_s += sum(ev.wall_s for ev in evals)
+        self.evals += evals
         return evals
 
     def close(self) -> None:
@@ -277,7 +279,9 @@ def emps_searches(args, bench: Bench, frame, gp: GPSettings) -> None:
     --search-seeds - 1``: hits of {1,5,6,8}, wall times, worst parameter error."""
     hits, walls, errors, found = 0, [], [], []
     for seed in range(args.seed, args.seed + args.search_seeds):
-        search, wall = run(args, seed, args.workers, frame, gp, show_generation)
+        pool = ProcessMap(args.workers)
+        search, wall = run(args, seed, args.workers, frame, gp, show_generation, pmap=pool)
+        print_costliest(search, pool, args.costliest)
         codes = "{" + ",".join(map(str, search.best_codes_)) + "}"
         print(f"search {args.population} x {args.generations} seed {seed}, {args.workers} "
               f"workers: {codes} {search.best_structure_} in {wall:.1f} s "
@@ -302,6 +306,19 @@ def emps_searches(args, bench: Bench, frame, gp: GPSettings) -> None:
     worst = 100 * max(errors) if errors else float("nan")
     bench.add("search_worst_error", worst, "same, worst parameter error vs published "
               "IDIM-LS (hits only)", unit="%", fmt=".1f", target=("<=", 10.0))  # fmt: skip
+
+
+def print_costliest(search, pool: ProcessMap, n: int) -> None:
+    """How many identifications stopped at their time limit (``timed_out_``: the answer may
+    then depend on the load) and, with ``n``, the ``n`` costliest of the search (its
+    generations, local search and final stage): where its time went."""
+    print(f"{len(search.timed_out_)} identifications stopped at the time limit "
+          f"({', '.join(sorted(set(search.timed_out_))) or '-'}); busy {pool.busy_s:.0f} "
+          "worker-s", flush=True)  # fmt: skip
+    for ev in sorted(pool.evals, key=lambda e: -e.wall_s)[:n]:
+        print(f"  {ev.wall_s:7.1f} s  {ev.n_sub:5d} substeps  {ev.nfev:5d} sims  "
+              f"{'TIMED OUT ' if ev.timed_out else ''}{'+'.join(ev.structure)}  RSS "
+              f"{ev.rss:.4g}  {ev.message[:70]}", flush=True)  # fmt: skip
 
 
 def report(parameters: dict) -> str:
@@ -336,6 +353,8 @@ def main() -> None:
     parser.add_argument("--paper", action="store_true", help="the paper's search (operators)")
     parser.add_argument("--jit-cache", choices=["cold", "warm"], default="cold")
     parser.add_argument("--decimate", type=int, default=10)
+    parser.add_argument("--costliest", type=int, default=0, metavar="N",
+                        help="emps --search: also list each search's N costliest identifications")  # fmt: skip
     parser.add_argument("--f-tanh", type=float, default=None, help="emps: default the preset's")
     parser.add_argument(
         "--preset",
@@ -353,6 +372,8 @@ def main() -> None:
     parser.add_argument("--search", action="store_true", help="emps: also a structure search")
     add_arguments(parser, repeats=1)
     args = parser.parse_args()
+    if args.costliest < 0:
+        parser.error(f"--costliest {args.costliest}: a count of identifications, 0 or more")
     if args.preset is None:
         args.preset = "data" if args.mode == "emps" else "reference"
     if args.prefilter_hz is None:

@@ -283,3 +283,24 @@ def test_the_recheck_regenerates_a_widened_row_and_tells_a_miss_s_kind(capsys) -
     capsys.readouterr()
     recheck.print_truth(row)  # this row names no RSS: named, not fatal
     assert "truth not tested (KeyError: 'rss')" in capsys.readouterr().out
+
+
+def test_the_recheck_tells_whether_the_data_support_a_missed_truth(capsys) -> None:
+    """``--missed``: the truth fitted at the row's settings and tested against the answer by
+    the search's F-test. A simpler answer far worse than the truth: the truth supported (the
+    miss is the search's); a richer answer 100x better than the truth: its extra part is
+    needed, the truth not supported; a row without an RSS named, not fatal."""
+    from benchmarks import drive_recovery_recheck as recheck
+
+    m, _key, row = _exact_row()
+    missed = row | {"relation": "simpler", "selection": {"n_eff": 100.0, "alpha": 0.01, "m": 1}}
+    simpler = recheck.missed_facts(missed | {"found": "one_mass+viscous", "rss": 1e6, "d": 2})
+    assert simpler["from_truth_rss"] <= simpler["truth_rss"] * (1 + 1e-9)
+    assert simpler["d"] == len(m.params) and simpler["p"] < 1e-6 and simpler["supported"]
+    richer = m.kind + "+current_control"
+    rss = simpler["from_truth_rss"] / 100
+    against = recheck.missed_facts(missed | {"found": richer, "rss": rss, "d": len(m.params) + 1})
+    assert against["p"] < against["level"] == 0.01 and not against["supported"]
+    capsys.readouterr()
+    recheck.print_missed(missed)  # this row names no RSS: named, not fatal
+    assert "truth not tested (KeyError: 'rss')" in capsys.readouterr().out
