@@ -146,40 +146,47 @@ def print_truth(row: dict) -> None:
 def missed_facts(row: dict) -> dict:
     """For an answer that is not the truth: the truth's RSS at the row's settings (cut-off,
     boxes, gain; its own step-size rule's substeps), the fit of the true structure started at
-    the truth (``drive fit``'s continuations, ``finalists.final_settings``) and that fit's
-    F-test against the answer (``p``, the richer of the two tested against the simpler; the
-    parameter counts, the search's effective sample count, the friction gain counted alike in
-    both) at the search's level ``alpha / m``; ``supported``: a richer truth fits
-    significantly better, a richer answer does not, or a truth with as many parameters fits
-    at least as well (the search's own rule would then have chosen the truth)."""
+    the truth (``drive fit``'s continuations, ``finalists.final_settings``; ``timed_out``
+    where its time limit stopped it: its RSS then too high) and, for a nested pair (the
+    row's relation ``simpler`` or ``richer``), the F-test of the richer of the two against
+    the simpler (``p``) at the search's level ``alpha / m`` (its effective sample count; the
+    friction gain one more parameter of a structure with Coulomb or Stribeck friction where
+    the search estimated it). ``supported``: a richer truth fits significantly better, or a
+    richer answer does not (what it adds is within the noise); None for a pair that is not
+    nested. The search-time counterpart, from the search's own fits: ``_search_diagnosis.
+    miss_kind``. A ``ValueError`` for a row without the search's level or sample count."""
     from models.drivetrain.evidence import f_test
+    from models.drivetrain.friction_gain import SMOOTHED
     from models.drivetrain.gp.evaluate import IndividualSpec, identify
     from models.drivetrain.gp.finalists import final_settings
     from models.drivetrain.gp.recording import as_arrays
     from models.drivetrain.kit import assemble
     from models.drivetrain.substeps import substeps
 
+    sel = row.get("selection") or {}
+    if not (sel.get("alpha") and sel.get("n_eff")):
+        raise ValueError("the row names no level and effective sample count of the search")
+    n_eff, level = float(sel["n_eff"]), float(sel["alpha"]) / max(int(sel.get("m") or 1), 1)
     m, rec, gp = regenerated(row)
     answer_rss, answer_d = float(row["rss"]), int(row["d"])
-    sel = row.get("selection") or {}
-    n_eff, level = float(sel["n_eff"]), float(sel["alpha"]) / max(int(sel.get("m") or 1), 1)
-    gain = answer_d - len(assemble(str(row["found"]).split("+"), **gp.kit_options()).specs)
+    gain = int(bool((row.get("gain") or {}).get("estimated") and SMOOTHED & set(m.structure)))
     data = as_arrays(rec)
     n_sub = substeps(assemble(m.structure, **gp.kit_options()), data.dt, 1, m.params)
     start = IndividualSpec(m.structure, tuple(sorted(m.params.items())), refine=True)
     fit = identify(start, data, final_settings(gp))
-    d = fit.n_params + gain
-    if d > answer_d:  # the truth richer: does it fit significantly better?
+    d, p, supported = fit.n_params + gain, math.nan, None
+    if row.get("relation") == "simpler":  # the truth richer: does it fit significantly better?
         p = f_test(answer_rss, answer_d, fit.rss, d, n_eff)[1]
         supported = p < level
-    elif d < answer_d:  # the answer richer: do the data need what it adds?
+    elif row.get("relation") == "richer":  # the answer richer: does the data need its parts?
         p = f_test(fit.rss, d, answer_rss, answer_d, n_eff)[1]
         supported = not p < level
-    else:
-        p, supported = math.nan, fit.rss <= answer_rss
+    if p != p and supported is not None:
+        raise ValueError(f"no F-test: d {d} against {answer_d}, {n_eff:g} effective samples")
     return {"truth_rss": truth_rss(m.structure, m.params, rec, gp, n_sub),
             "from_truth_rss": float(fit.rss), "d": d, "p": float(p), "level": level,
-            "supported": bool(supported), "seconds": float(fit.wall_s)}  # fmt: skip
+            "supported": supported, "timed_out": bool(fit.timed_out),
+            "seconds": float(fit.wall_s)}  # fmt: skip
 
 
 def print_missed(row: dict) -> None:
@@ -190,13 +197,13 @@ def print_missed(row: dict) -> None:
     except (*ROW_ERRORS, ArithmeticError) as err:
         print(f"      truth not tested ({type(err).__name__}: {err})", flush=True)
         return
-    verdict = "supported: the miss is the search's" if t["supported"] else (
-        "not supported by the data at these settings")  # fmt: skip
+    verdict = {True: "supported: the miss is the search's", None: "not nested: RSS only",
+               False: "not supported by the data at these settings"}[t["supported"]]  # fmt: skip
+    stopped = " (stopped at its time limit)" if t["timed_out"] else ""
     print(f"      the truth at the answer's settings: RSS {t['truth_rss']:.6g}, fitted from "
-          f"it {t['from_truth_rss']:.6g} (d {t['d']}, {t['seconds']:.0f} s) against the "
-          f"answer's {float(row['rss']):.6g} (d {row['d']}): F-test p {t['p']:.3g} (the richer "
-          f"against the simpler), level "
-          f"{t['level']:.3g}: {verdict}", flush=True)  # fmt: skip
+          f"it {t['from_truth_rss']:.6g}{stopped} (d {t['d']}, {t['seconds']:.0f} s) against "
+          f"the answer's {float(row['rss']):.6g} (d {row['d']}): F-test p {t['p']:.3g} (the "
+          f"richer against the simpler), level {t['level']:.3g}: {verdict}", flush=True)  # fmt: skip
 
 
 def from_start(settings):

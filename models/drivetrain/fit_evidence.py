@@ -314,17 +314,21 @@ def narrow_boxes_note(evidence: Evidence, typed: Collection[str] = ()) -> Eviden
     return replace(evidence, notes=(*evidence.notes, note))
 
 
-def time_limit_note(evidence: Evidence, timed_out: Sequence[str], limit_s: float) -> Evidence:
+def time_limit_note(
+    evidence: Evidence, timed_out: Sequence[str], limit_s: float, what: str = ""
+) -> Evidence:
     """``evidence`` with a note where identifications stopped at their time limit
-    (``timed_out``: one structure per stopped identification, ``StructureSearch.timed_out_``):
-    each kept its best point so far, and where the limit falls depends on the machine's
-    load, so the answer may differ between runs of the same seed."""
+    (``timed_out``: one structure per stopped identification, ``StructureSearch.timed_out_``;
+    ``what``: the note's first words, e.g. which fits): each kept its best point so far, and
+    where the limit falls depends on the machine's load, so the answer (or a rival's row) may
+    differ between runs of the same seed."""
     if not timed_out:
         return evidence
     names = sorted(set(timed_out))
     shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
     n = len(timed_out)
-    note = (f"{n} identification{'s' if n > 1 else ''} stopped at the time limit "
+    which = "their rows" if what else "this answer"
+    note = (f"{what}{n} identification{'s' if n > 1 else ''} stopped at the time limit "
             f"({limit_s:g} s; {shown}) with the best point so far: where a limit falls depends "
-            "on the machine's load, so this answer may differ between runs of the same seed")  # fmt: skip
+            f"on the machine's load, so {which} may differ between runs of the same seed")  # fmt: skip
     return replace(evidence, notes=(*evidence.notes, note))

@@ -40,7 +40,12 @@ from models.drivetrain.gp.evaluate import Evaluation
 from models.drivetrain.gp.recording import RecordingFile, as_arrays
 from models.drivetrain.gp.selection import fitness_rss
 from models.drivetrain.gp.signals import split_index
-from models.drivetrain.structure_fit import identify_rivals, rival_specs, structure_evidence
+from models.drivetrain.structure_fit import (
+    fit_settings,
+    identify_rivals,
+    rival_specs,
+    structure_evidence,
+)
 from models.drivetrain.submodels import parse_structure
 
 
@@ -72,12 +77,15 @@ def search_evidence(
     stored = recording if isinstance(recording, RecordingFile) else None
     found = dict((ev.structure, ev) for ev, _ in identify_rivals(
         todo, data, search.settings, search.seed, map_batches, n_batches, stored))  # fmt: skip
+    rivals_stopped = ["+".join(ev.structure) for ev in found.values() if ev.timed_out]
     found |= {k: v for k, v in done.items() if k in relation}
     rows = [(found[k], rel) for k, rel in relation.items()]
     evidence = structure_evidence(search.best_structure_, search.best_parameters_, data,
                                   search.settings, rows, n_sub=_n_sub(search),
                                   gain_estimated=_gain_estimated(search))  # fmt: skip
-    return limit(_by_the_search_rule(search, evidence, rows, data.n))
+    evidence = limit(_by_the_search_rule(search, evidence, rows, data.n))
+    rivals_limit = fit_settings(search.settings).identification.time_limit_s
+    return time_limit_note(evidence, rivals_stopped, rivals_limit, "the rivals' fits: ")
 
 
 def _by_the_search_rule(

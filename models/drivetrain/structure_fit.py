@@ -247,4 +247,5 @@ class StructureFit:
                 "settings": self.settings.to_dict(), "seed": self.seed,
                 "state_space": self.state_space_,
                 "evidence": self.evidence_.to_dict(),
-                "friction_gain": self.gain_profile_ and self.gain_profile_.to_dict()}  # fmt: skip
+                "friction_gain": self.gain_profile_ and self.gain_profile_.to_dict(),
+                "timed_out": self.timed_out_}  # fmt: skip

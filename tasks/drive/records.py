@@ -139,7 +139,7 @@ class DriveRecorder(Recorder):
         run.metrics(
             {
                 "n_evaluations": float(search.n_evaluations_),
-                "n_timed_out": float(len(getattr(search, "timed_out_", []))),
+                "n_timed_out": float(len(search.timed_out_)),
             }
             | {f"param.{k}": float(v) for k, v in search.best_parameters_.items()},
         )

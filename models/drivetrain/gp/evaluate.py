@@ -41,11 +41,11 @@ objective is smooth. A full identification (a refinement, or any without screeni
 settles the count at its end point (``solve.settle``): (i) stability: the rule at the end point
 asks for more substeps than the fit used (the fit walked into stiffer parameters), or (ii)
 accuracy by step doubling: the residuals simulated with ``n_sub`` and ``2 n_sub`` differ by
-``sum (r_2n - r_n)^2 > ACCURACY * max(cost, ACCURACY_FLOOR)`` (``cost``: the fit's RSS over
-the output's sum of squares, the residual's own units); then the count is raised and the fit
-continues from its end point, at most ``SETTLE_ROUNDS`` times, never beyond the machine's
-substep or work limit, and only while the difference keeps falling (``solve.settle``; a stop keeps the count
-reached and says so in ``Evaluation.message``). A screening stage re-checks only stability
+``sum (r_2n - r_n)^2 > solve.ACCURACY * max(cost, solve.ACCURACY_FLOOR)`` (``cost``: the
+fit's RSS over the output's sum of squares, the residual's own units); then the count is raised
+and the fit continues from its end point, at most ``solve.SETTLE_ROUNDS`` times, never beyond
+the machine's substep or work limit, and only while the difference keeps falling (a stop
+keeps the count reached and says so in ``Evaluation.message``). A screening stage re-checks only stability
 (its fitness is a ranking, refined later). ``Evaluation.n_sub`` is the count the parameters
 were fitted with; the evidence, the search's output and the registered model simulate with it.
 

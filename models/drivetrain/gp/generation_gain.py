@@ -108,15 +108,16 @@ class GenerationGain:
                           "profile": [[x, r if math.isfinite(r) else None]
                                       for x, r in getattr(ev, "gain_profile", ())]})  # fmt: skip
         search._dispatch.n_identifications += dispatch.n_identifications
+        search._dispatch.timed_out += dispatch.timed_out
         if not adopted:
             return best
         search._dispatch.wait(list(search._dispatch.pending))  # at the old gain: evicted below
         for k in [k for k, e in search._cache.items() if _smoothed(e.structure)]:
             del search._cache[k]
-        count = search._dispatch.n_identifications
+        count, stops = search._dispatch.n_identifications, search._dispatch.timed_out
         search.settings = replace(search.settings, f_tanh=new)
         search._dispatch = search._dispatcher(data)
-        search._dispatch.n_identifications = count
+        search._dispatch.n_identifications, search._dispatch.timed_out = count, stops
         plain = _uncharged(ev, search.settings.k_p)
         search._cache[json.dumps(list(structure))] = plain
         known = {json.dumps(r["names"].split(",")) for r in pop_rows} & search._cache.keys()

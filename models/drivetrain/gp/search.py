@@ -86,7 +86,8 @@ class StructureSearch:
     ``best_output_`` (the best model's velocity over the recording from the measured initial
     one), ``model_`` (a ``models.drivetrain.product.DriveModel``), ``n_evaluations_``,
     ``timed_out_`` (the structures whose identification stopped at its time limit, one entry
-    per identification: the answer may then depend on the machine's load), ``resumed_from_``,
+    per stopped evaluation, a resumed checkpoint's included: the answer may then depend on the
+    machine's load), ``resumed_from_``,
     ``widened_`` (the first answer where the search ran again at a wider
     prefilter, ``gp.widening``; None).
 
@@ -223,6 +224,7 @@ class StructureSearch:
             start, history = state["generation"], state["history"]
             pop_rows = state["population_rows"]
         self._dispatch = self._dispatcher(data)  # at the checkpoint's adopted gain, if any
+        self._dispatch.timed_out += [ev for ev in self._cache.values() if ev.timed_out]  # resumed
         threshold = self._refine_threshold(
             {r["names"]: r["fitness"] for r in pop_rows if r["generation"] == start - 1}
         )

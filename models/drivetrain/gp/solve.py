@@ -50,9 +50,10 @@ def minimise(
 ) -> tuple[bool, str]:
     """Bounded least squares from each start in turn (stopping early at the RSS floor or the
     time limit), each with the substep count of the step-size rule at its start point
-    (``fixed``: the objective's current count); the best point stays in ``objective``. A start that ends on its evaluation
-    limit while its last round still lowered the cost by more than ``EXTEND_GAIN`` is not
-    taken as converged: it goes on from where it stopped, at most ``extend`` more rounds.
+    (``fixed``: the objective's current count); the best point stays in ``objective``. A
+    start that ends on its evaluation limit while its last round still lowered the cost by
+    more than ``EXTEND_GAIN`` is not taken as converged: it goes on from where it stopped, at
+    most ``extend`` more rounds.
     Returns (timed out, last message)."""
     timed_out, message = False, ""
     for i, z0 in enumerate(starts):

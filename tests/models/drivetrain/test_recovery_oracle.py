@@ -289,18 +289,26 @@ def test_the_recheck_tells_whether_the_data_support_a_missed_truth(capsys) -> No
     """``--missed``: the truth fitted at the row's settings and tested against the answer by
     the search's F-test. A simpler answer far worse than the truth: the truth supported (the
     miss is the search's); a richer answer 100x better than the truth: its extra part is
-    needed, the truth not supported; a row without an RSS named, not fatal."""
+    needed, the truth not supported; a pair that is not nested: no test; the friction gain
+    counted in the truth's parameters where the search estimated it (this truth has Coulomb
+    friction); a row without an RSS or without the search's level named, not fatal."""
     from benchmarks import drive_recovery_recheck as recheck
 
     m, _key, row = _exact_row()
-    missed = row | {"relation": "simpler", "selection": {"n_eff": 100.0, "alpha": 0.01, "m": 1}}
+    sel = {"n_eff": 100.0, "alpha": 0.01, "m": 1}
+    missed = row | {"relation": "simpler", "selection": sel}
     simpler = recheck.missed_facts(missed | {"found": "one_mass+viscous", "rss": 1e6, "d": 2})
     assert simpler["from_truth_rss"] <= simpler["truth_rss"] * (1 + 1e-9)
-    assert simpler["d"] == len(m.params) and simpler["p"] < 1e-6 and simpler["supported"]
-    richer = m.kind + "+current_control"
-    rss = simpler["from_truth_rss"] / 100
-    against = recheck.missed_facts(missed | {"found": richer, "rss": rss, "d": len(m.params) + 1})
-    assert against["p"] < against["level"] == 0.01 and not against["supported"]
+    assert simpler["d"] == len(m.params) + 1 and simpler["p"] < 1e-6 and simpler["supported"]
+    assert not simpler["timed_out"]
+    rss, d = simpler["from_truth_rss"] / 100, len(m.params) + 2
+    richer = missed | {"found": m.kind + "+current_control", "relation": "richer"}
+    against = recheck.missed_facts(richer | {"rss": rss, "d": d})
+    assert against["p"] < against["level"] == 0.01 and against["supported"] is False
+    other = recheck.missed_facts(richer | {"relation": "other", "rss": rss, "d": d})
+    assert other["supported"] is None and other["p"] != other["p"]
     capsys.readouterr()
     recheck.print_missed(missed)  # this row names no RSS: named, not fatal
-    assert "truth not tested (KeyError: 'rss')" in capsys.readouterr().out
+    recheck.print_missed(missed | {"selection": {}, "rss": 1.0, "d": 2})
+    out = capsys.readouterr().out
+    assert "truth not tested (KeyError: 'rss')" in out and "names no level" in out

@@ -65,6 +65,9 @@ def test_the_note_counts_each_stop_and_names_at_most_four_structures(
     assert note.startswith("6 identifications stopped at the time limit (600 s; ")
     assert "and 1 more)" in note  # 5 distinct structures: 4 named
     assert time_limit_note(evidence, many, 600.0).notes[:-1] == evidence.notes
+    rivals = time_limit_note(evidence, ["one_mass"], 600.0, "the rivals' fits: ").notes[-1]
+    assert rivals.startswith("the rivals' fits: 1 identification stopped at the time limit")
+    assert rivals.endswith("so their rows may differ between runs of the same seed")
 
 
 def test_a_named_structures_fit_tells_its_stops_too(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -79,3 +82,25 @@ def test_a_named_structures_fit_tells_its_stops_too(monkeypatch: pytest.MonkeyPa
     assert fit.timed_out_ and set(fit.timed_out_) == {"two_mass+coulomb+viscous+stribeck"}
     assert fit.evidence_.notes[-1].startswith(f"{len(fit.timed_out_)} identification")
     assert "(0.05 s;" in fit.evidence_.notes[-1]
+    assert fit.to_dict()["timed_out"] == fit.timed_out_
+
+
+def test_a_resumed_search_lists_the_stops_of_the_generations_it_restored(tmp_path) -> None:
+    """A search stopped after its first generation and resumed from the checkpoint: the
+    stops of the restored generation (its evaluations, read back with ``timed_out``) are
+    listed too, not only those after the resume."""
+    ident = IdentificationSettings(time_limit_s=0.05, jit=False)
+    settings = GPSettings(identification=ident)
+
+    def stop_after_first(g: int, _n: int, _best) -> None:
+        raise KeyboardInterrupt
+
+    first = StructureSearch(4, 2, 0, settings=settings, checkpoint_dir=tmp_path,
+                            progress=stop_after_first)  # fmt: skip
+    with pytest.raises(KeyboardInterrupt):
+        first.fit(REC)
+    before = ["+".join(ev.structure) for ev in first._cache.values() if ev.timed_out]
+    assert before, "a 50 ms limit stopped nothing in the first generation"
+    resumed = StructureSearch(4, 2, 0, settings=settings, checkpoint_dir=tmp_path).fit(REC)
+    assert resumed.resumed_from_ == 1
+    assert set(before) <= set(resumed.timed_out_)
