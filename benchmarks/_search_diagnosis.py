@@ -161,6 +161,9 @@ def show_search(r: dict, load: float) -> None:
     word = residual_word(r)  # rows before session 23: no word
     par += f", residual tests {word}" if word else ""
     par += gain_line(r.get("gain")) + dynamics_line(r.get("dynamics")) + r.get("evidence", "")
+    stops = r.get("timed_out")  # (rows before session 26: not recorded)
+    n_stops = len(stops) if isinstance(stops, list) else 0  # (a hand-edited row: none)
+    par += f"; {n_stops} identifications stopped at their time limit" if n_stops else ""
     print(f"  #{r['machine']:2d} {r['kind']}: found {r['found']} [{r['relation']}] fitness "
           f"{r['fitness']:.4g} RSS {r['rss']:.4g} d {r['d']}; {inner}{alone}{par} "
           f"({r['wall_s']:.0f} s, load {load:.1f})", flush=True)  # fmt: skip

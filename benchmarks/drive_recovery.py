@@ -228,7 +228,7 @@ def search_one(i: int, m, rec, args) -> dict:
     row["evidence"] = (evidence_line(getattr(s, "selection_", None))  # the evidence's choice
                        + prefilter_line(s.widened_, gp.identification.prefilter_hz))  # fmt: skip
     row |= search_facts(s, m) | {"n_sub": s.best_evaluation_.n_sub} | answer_facts(s, rec)
-    row["widened"] = s.widened_
+    row["widened"], row["timed_out"] = s.widened_, s.timed_out_  # (the latter: load-dependent)
     if row["relation"] == "same":
         gain = m.f_tanh if s.friction_gain_.get("estimated") else None
         row |= interval_check(m.structure, m.params, s.best_parameters_, rec, gp,
@@ -270,6 +270,9 @@ def run_search(args, bench: Bench) -> None:
         widened = [r["machine"] for r in rows if r.get("widened")]
         print(f"searched again at a wider prefilter: {len(widened)} of {len(rows)} "
               f"(machines {', '.join(map(str, widened)) or '-'})")  # fmt: skip
+        stopped = {r["machine"]: len(r["timed_out"]) for r in rows if r.get("timed_out")}
+        print(f"identifications stopped at their time limit: {sum(stopped.values())} on "
+              f"{len(stopped)} of {len(rows)} machines ({stopped or '-'})")  # fmt: skip
         if args.rows and not args.rows.endswith(".jsonl"):
             Path(args.rows).write_text(json.dumps(rows, indent=1, default=str))
         n = len(args.only) if args.only else args.machines  # (the refused ones count as misses)

@@ -177,6 +177,10 @@ def test_the_residual_figures_count_told_answers_and_a_line_says_the_tests(capsy
         show_search(line | {"residuals_passed": value}, 0.5)
         out = capsys.readouterr().out
         assert (word in out) if word else "residual tests" not in out
+    show_search(line | {"timed_out": ["two_mass", "two_mass"]}, 0.5)
+    assert "; 2 identifications stopped at their time limit (1 s" in capsys.readouterr().out
+    show_search(line | {"timed_out": 5}, 0.5)  # hand-edited: not a list, nothing said
+    assert "time limit" not in capsys.readouterr().out
     show_search(line | {"residuals_passed": False,
                         "periodic": {"frequency_hz": 52.6, "p_value": 6e-11}}, 0.5)  # fmt: skip
     assert "residual tests fail (periodic peak 52.6 Hz, p 6e-11)" in capsys.readouterr().out
