@@ -35,9 +35,10 @@ tcc:
 		|| echo "make tcc: optional, not installed (apt-get install tcc); drive searches use cc"
 
 ## test: checks, then every test (fast, slow, integration and browser), on as many pytest
-## workers as the machine has cores, at most 4 (pytest-xdist; every test is independent)
+## workers as the machine has cores, at most 4 (pytest-xdist; every test is independent);
+## the 25 slowest are listed at the end (issue 31: where the suite's time goes)
 test: check browser tcc
-	$(BIN)/pytest -m "" -p no:cacheprovider -n auto --maxprocesses 4
+	$(BIN)/pytest -m "" -p no:cacheprovider -n auto --maxprocesses 4 --durations=25
 
 ## test-fast: the quick loop while developing
 test-fast: install
