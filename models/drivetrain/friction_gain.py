@@ -64,6 +64,8 @@ class GainProfile:
     #: simulations and wall time of every identification of the profile (``warm_profile``)
     nfev: int = 0
     wall_s: float = 0.0
+    #: the gains whose identification stopped at its time limit (``Evaluation.timed_out``)
+    timed_out: tuple[float, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"f_tanh": self.f_tanh, "rss": self.evaluation.rss,
@@ -78,7 +80,7 @@ def profile_friction_gain(
     centre = settings.f_tanh
     if not SMOOTHED & set(spec.structure):
         ev = identify(spec, data, settings, seed)
-        return GainProfile(centre, ev, ((centre, ev.rss),))
+        return GainProfile(centre, ev, ((centre, ev.rss),), timed_out=_stopped({centre: ev}))
     tried: dict[float, Evaluation] = {}
 
     def run(gain: float) -> None:
@@ -100,7 +102,7 @@ def profile_friction_gain(
         run(vertex)
     chosen = best()
     profile = tuple(sorted((g, ev.rss) for g, ev in tried.items()))
-    return GainProfile(chosen, tried[chosen], profile)
+    return GainProfile(chosen, tried[chosen], profile, timed_out=_stopped(tried))
 
 
 WARM_UP = (2.0, 5.0)
@@ -125,7 +127,8 @@ def warm_profile(
     centre = settings.f_tanh
     first = identify(spec, data, settings, seed)
     if not SMOOTHED & set(spec.structure):
-        return GainProfile(centre, first, ((centre, first.rss),), first, first.nfev, first.wall_s)
+        return GainProfile(centre, first, ((centre, first.rss),), first, first.nfev, first.wall_s,
+                           _stopped({centre: first}))  # fmt: skip
     ident = settings.identification
     warm = replace(settings, identification=replace(
         ident, n_starts=1, ladder_seed=False, backlash_smoothing=()))  # fmt: skip
@@ -158,7 +161,13 @@ def warm_profile(
     chosen = best()
     profile = tuple(sorted((g, ev.rss) for g, ev in tried.items()))
     nfev, wall = sum(ev.nfev for ev in tried.values()), sum(ev.wall_s for ev in tried.values())
-    return GainProfile(chosen, tried[chosen], profile, first, int(nfev), float(wall))
+    return GainProfile(chosen, tried[chosen], profile, first, int(nfev), float(wall),
+                       _stopped(tried))  # fmt: skip
+
+
+def _stopped(tried: dict[float, Evaluation]) -> tuple[float, ...]:
+    """The gains of a profile whose identification stopped at its time limit."""
+    return tuple(sorted(g for g, ev in tried.items() if ev.timed_out))
 
 
 def _parabola(profile: list[tuple[float, float]], i: int) -> float | None:

@@ -201,8 +201,11 @@ class StructureFit:
             best.structure, best.parameters, data, self.settings, rivals, n_sub=best.n_sub,
             gain_estimated=self.gain_profile_ is not None)  # fmt: skip
         self._finish(best, data, n_eval)
-        self.timed_out_ = ["+".join(ev.structure)  # (the rivals: their fittest fits)
-                           for ev in [first, again] + [ev for ev, _ in rivals] if ev.timed_out]  # fmt: skip
+        self.timed_out_ = ["+".join(self.structure)] * len(  # the gain's profile: each gain
+            self.gain_profile_.timed_out if self.gain_profile_ else ()
+        )
+        self.timed_out_ += ["+".join(ev.structure)  # (the rivals: their fittest fits)
+                            for ev in [first, again] + [ev for ev, _ in rivals] if ev.timed_out]  # fmt: skip
         self.evidence_ = time_limit_note(self.evidence_, self.timed_out_,
                                          s.identification.time_limit_s)  # fmt: skip
         return self

@@ -90,7 +90,8 @@ def identify_over_gain(
     prof = warm_profile(spec, data, settings, seed)
     centre, best = prof.centre or prof.evaluation, prof.evaluation
     d, k = best.n_params, settings.k_p
-    cost = {"nfev": prof.nfev, "wall_s": prof.wall_s}
+    # the whole profile's cost, and its stops: any gain's fit may have decided the gain
+    cost = {"nfev": prof.nfev, "wall_s": prof.wall_s, "timed_out": bool(prof.timed_out)}
     charge = {"n_params": d + 1, "fitness": recharged(best.fitness, k, d, d + 1)}
     if centre_estimated:  # the centre's fit counts the gain too: the lower RSS wins
         return with_gain(best, prof.f_tanh, True, prof.profile, **cost, **charge)

@@ -104,3 +104,26 @@ def test_a_resumed_search_lists_the_stops_of_the_generations_it_restored(tmp_pat
     resumed = StructureSearch(4, 2, 0, settings=settings, checkpoint_dir=tmp_path).fit(REC)
     assert resumed.resumed_from_ == 1
     assert set(before) <= set(resumed.timed_out_)
+
+
+def test_a_fit_over_the_friction_gain_counts_every_gains_stop(monkeypatch) -> None:
+    """The friction gain's profile (``drive fit --friction-gain profile``, the final stage's
+    fits over the gain): a stop at any gain is recorded (the gain each fit chose depends on
+    all of them), not only the chosen gain's."""
+    from models.drivetrain import structure_fit
+    from models.drivetrain.gp.evaluate import IndividualSpec
+    from models.drivetrain.gp.final_gain import identify_over_gain
+    from models.drivetrain.gp.recording import as_arrays
+
+    monkeypatch.setitem(structure_fit.CONTINUATION, "time_limit_s", 0.05)
+    gp = replace(GPSettings(), identification=IdentificationSettings(jit=False))
+    fit = structure_fit.StructureFit("two_mass,coulomb,viscous,stribeck", settings=gp,
+                                     n_starts=1, rivals=False, friction_gain="profile").fit(REC)  # fmt: skip
+    stopped = fit.gain_profile_.timed_out
+    assert stopped and set(stopped) <= {g for g, _rss in fit.gain_profile_.profile}
+    assert len(fit.timed_out_) >= len(stopped)
+    quick = replace(gp, identification=IdentificationSettings(jit=False, time_limit_s=0.05))
+    structure = ("two_mass", "coulomb", "viscous", "stribeck")
+    start = tuple(sorted((s.name, s.nominal) for k in structure for s in quick.specs(k)))
+    ev = identify_over_gain(IndividualSpec(structure, start), as_arrays(REC), quick)
+    assert ev.timed_out is True
