@@ -127,3 +127,40 @@ def test_a_fit_over_the_friction_gain_counts_every_gains_stop(monkeypatch) -> No
     start = tuple(sorted((s.name, s.nominal) for k in structure for s in quick.specs(k)))
     ev = identify_over_gain(IndividualSpec(structure, start), as_arrays(REC), quick)
     assert ev.timed_out is True
+
+
+@pytest.mark.parametrize("kept", [True, False])
+def test_a_widened_search_lists_both_searches_stops(monkeypatch, kept: bool) -> None:
+    """``widening.search_again``: the second search's stops are added to the first's whether
+    its answer stands or not (as ``n_evaluations_`` counts both); a second search that fails
+    leaves the first answer whole, its stops too. The widening itself is stubbed (its own
+    tests run it for real): ``wider`` asks for a second search, ``judged`` decides."""
+    from models.drivetrain.gp import widening
+
+    seen: dict[str, list[str]] = {}
+
+    def wider(search, preset, _data):
+        seen["first"] = list(search.timed_out_)
+        record = {"periodic": {"frequency_hz": 50.0}, "first_evaluations": search.n_evaluations_}
+        return preset, record
+
+    def judged(search, _data, record):
+        seen["second"] = list(search.timed_out_)
+        return record | {"kept": kept, "second_evaluations": search.n_evaluations_}
+
+    monkeypatch.setattr(widening, "wider", wider)
+    monkeypatch.setattr(widening, "judged", judged)
+    search = _search(0.05)
+    assert seen["first"] and seen["second"]  # a 50 ms limit stops some in each
+    assert search.timed_out_ == seen["first"] + seen["second"]
+    assert search.widened_["kept"] is kept
+
+    def failing(search, _data, record):
+        raise RuntimeError("the second search failed")
+
+    monkeypatch.setattr(widening, "judged", failing)
+    ident = IdentificationSettings(time_limit_s=0.05, jit=False)
+    again = StructureSearch(4, 2, 0, settings=GPSettings(identification=ident))
+    with pytest.raises(RuntimeError, match="second search failed"):
+        again.fit(REC)
+    assert again.timed_out_ == seen["first"] and again.widened_ is None
