@@ -23,6 +23,7 @@ fitness alone.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -178,8 +179,6 @@ def miss_kind(r: dict) -> str:
     the rule's answer is right by its own standard), one that does was *missed by the rule*;
     an answer richer than the truth that fits significantly better means the truth's fit
     stalled; otherwise (or not nested) eq. 19 preferred the answer."""
-    from models.drivetrain.evidence import f_test
-
     rel, t, sel = r["relation"], r.get("truth_in_search"), r.get("selection")
     head = f"another structure ({rel})"
     sel = sel if isinstance(sel, dict) else {}  # a hand-edited or foreign row: the relation
@@ -189,16 +188,33 @@ def miss_kind(r: dict) -> str:
         return f"{head}: the truth {'never tried' if t is None else 'only screened'}"
     if not sel or "n_params" not in t or not sel.get("alpha"):
         return head
-    level = sel["alpha"] / max(int(sel["m"]), 1)
-    if rel == "simpler":
-        p = f_test(r["rss"], r["d"], t["rss"], t["n_params"], sel["n_eff"])[1]
-        supported = p == p and p < level  # nan (no degrees of freedom): not supported
+    _p, supported = nested_test(rel, r["rss"], r["d"], t["rss"], t["n_params"], sel)
+    if rel == "simpler":  # nan (no degrees of freedom): not supported
         return f"{head}: the truth {'missed by the rule' if supported else 'not supported by the data'}"
-    if rel == "richer":
-        p = f_test(t["rss"], t["n_params"], r["rss"], r["d"], sel["n_eff"])[1]
-        if p == p and p < level:
-            return f"{head}: the truth's fit stalled (the answer significantly better)"
+    if rel == "richer" and not supported:
+        return f"{head}: the truth's fit stalled (the answer significantly better)"
     return f"{head}: eq. 19 preferred it (truth fitness {t['fitness']:.3g} < {r['fitness']:.3g})"
+
+
+def nested_test(
+    relation: str, answer_rss: float, answer_d: int, truth_rss: float, truth_d: int, sel: dict
+) -> tuple[float, bool | None]:
+    """The search's rule on a missed truth and the answer (a nested pair: the answer
+    ``simpler`` or ``richer`` than the truth): the F-test's ``p`` of the richer against the
+    simpler (the search's effective count ``sel["n_eff"]``) and whether the data support the
+    truth at the level ``alpha / m``: a richer truth fits significantly better, or a richer
+    answer does not (a nan ``p``, no degrees of freedom, is not significant); ``(nan, None)``
+    for a pair that is not nested."""
+    from models.drivetrain.evidence import f_test
+
+    level = float(sel["alpha"]) / max(int(sel.get("m") or 1), 1)
+    if relation == "simpler":  # the truth richer
+        p = f_test(answer_rss, answer_d, truth_rss, truth_d, sel["n_eff"])[1]
+        return p, bool(p == p and p < level)
+    if relation == "richer":  # the answer richer
+        p = f_test(truth_rss, truth_d, answer_rss, answer_d, sel["n_eff"])[1]
+        return p, not (p == p and p < level)
+    return math.nan, None
 
 
 #: what a row of ``drive_recovery search --rows FILE.jsonl`` depends on besides its machine

@@ -153,9 +153,10 @@ def missed_facts(row: dict) -> dict:
     friction gain one more parameter of a structure with Coulomb or Stribeck friction where
     the search estimated it). ``supported``: a richer truth fits significantly better, or a
     richer answer does not (what it adds is within the noise); None for a pair that is not
-    nested. The search-time counterpart, from the search's own fits: ``_search_diagnosis.
-    miss_kind``. A ``ValueError`` for a row without the search's level or sample count."""
-    from models.drivetrain.evidence import f_test
+    nested (``_search_diagnosis.nested_test``, which the search-time counterpart from the
+    search's own fits, ``miss_kind``, applies too). A ``ValueError`` for a row without the
+    search's level or sample count."""
+    from benchmarks._search_diagnosis import nested_test
     from models.drivetrain.friction_gain import SMOOTHED
     from models.drivetrain.gp.evaluate import IndividualSpec, identify
     from models.drivetrain.gp.finalists import final_settings
@@ -166,7 +167,7 @@ def missed_facts(row: dict) -> dict:
     sel = row.get("selection") or {}
     if not (sel.get("alpha") and sel.get("n_eff")):
         raise ValueError("the row names no level and effective sample count of the search")
-    n_eff, level = float(sel["n_eff"]), float(sel["alpha"]) / max(int(sel.get("m") or 1), 1)
+    level = float(sel["alpha"]) / max(int(sel.get("m") or 1), 1)
     m, rec, gp = regenerated(row)
     answer_rss, answer_d = float(row["rss"]), int(row["d"])
     gain = int(bool((row.get("gain") or {}).get("estimated") and SMOOTHED & set(m.structure)))
@@ -174,15 +175,10 @@ def missed_facts(row: dict) -> dict:
     n_sub = substeps(assemble(m.structure, **gp.kit_options()), data.dt, 1, m.params)
     start = IndividualSpec(m.structure, tuple(sorted(m.params.items())), refine=True)
     fit = identify(start, data, final_settings(gp))
-    d, p, supported = fit.n_params + gain, math.nan, None
-    if row.get("relation") == "simpler":  # the truth richer: does it fit significantly better?
-        p = f_test(answer_rss, answer_d, fit.rss, d, n_eff)[1]
-        supported = p < level
-    elif row.get("relation") == "richer":  # the answer richer: does the data need its parts?
-        p = f_test(fit.rss, d, answer_rss, answer_d, n_eff)[1]
-        supported = not p < level
+    d = fit.n_params + gain
+    p, supported = nested_test(str(row.get("relation")), answer_rss, answer_d, fit.rss, d, sel)
     if p != p and supported is not None:
-        raise ValueError(f"no F-test: d {d} against {answer_d}, {n_eff:g} effective samples")
+        raise ValueError(f"no F-test: d {d} against {answer_d}, {sel['n_eff']} effective samples")
     return {"truth_rss": truth_rss(m.structure, m.params, rec, gp, n_sub),
             "from_truth_rss": float(fit.rss), "d": d, "p": float(p), "level": level,
             "supported": supported, "timed_out": bool(fit.timed_out),
