@@ -103,6 +103,22 @@ def test_sign_fixed_parameters_are_searched_in_log_scale() -> None:
     np.testing.assert_allclose(linear.parameters(z), linear.lower + linear.width * z)
 
 
+def test_the_time_limit_holds_after_a_jacobian_too() -> None:
+    """A Jacobian past the identification's wall-clock limit ends the fit as a residual
+    does (``TimeLimitReached``), and one within it returns; the best point stays."""
+    from models.drivetrain.gp.objective import TimeLimitReached
+
+    obj = objective(True)
+    z = obj.best_z
+    assert obj.jacobian(z).shape == (obj.yf.size, z.size)
+    obj.residual(z)
+    best = obj.best_cost
+    obj.time_limit_s = 0.0
+    with pytest.raises(TimeLimitReached):
+        obj.jacobian(z)
+    assert obj.best_cost == best and obj.nfev == 3
+
+
 def test_the_initial_velocity_comes_from_the_first_samples() -> None:
     """From a measured position, the slope of a cubic is exact for a cubic motion; from a
     noisy velocity alone, the quadratic's value at the first sample has less than half the
