@@ -142,8 +142,8 @@ class Objective:
 
     def jacobian(self, z: np.ndarray) -> np.ndarray:
         """The residual's Jacobian at ``z`` (counted; the time limit enforced after it too: a
-        Jacobian simulates the sensitivities of every parameter, at 4096 substeps on EMPS one
-        took 16 s past a 120 s limit)."""
+        Jacobian simulates the sensitivities of every parameter, and on EMPS a fit at 4096
+        substeps ended 16.6 s past its 120 s limit, ``drive_search.py emps --costliest``)."""
         _ysim, jp = self.sim.simulate_with_jacobian(self.parameters(z), self.u, self.y0)
         self.nfev += 1
         if time.perf_counter() - self.t0 > self.time_limit_s:
