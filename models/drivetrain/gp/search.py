@@ -87,9 +87,8 @@ class StructureSearch:
     one), ``model_`` (a ``models.drivetrain.product.DriveModel``), ``n_evaluations_``,
     ``timed_out_`` (the structures whose identification stopped at its time limit, one entry
     per stopped evaluation, a resumed checkpoint's included: the answer may then depend on the
-    machine's load), ``resumed_from_``,
-    ``widened_`` (the first answer where the search ran again at a wider
-    prefilter, ``gp.widening``; None).
+    machine's load), ``resumed_from_``, ``widened_`` (the first answer where the search ran
+    again at a wider prefilter, ``gp.widening``; None).
 
     ``fit`` takes a recording table, plain ``RecordingArrays`` or a stored ``RecordingFile``;
     with a file, the workers get the file's path and hash instead of the arrays.
