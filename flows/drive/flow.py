@@ -135,6 +135,7 @@ def _run(study: DriveSearch, recorder: DriveRecorder) -> dict[str, Any]:
         "selection": getattr(search, "selection_", None),
         "friction_gain": gain,
         "widened": getattr(search, "widened_", None),
+        "timed_out": list(search.timed_out_),
     }
 
 

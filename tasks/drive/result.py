@@ -64,6 +64,10 @@ class DriveResult:
     #: (`second_*`, its residual's `second_periodic`) and whether the second answer is the
     #: one reported (`kept`: its residual passes Fisher's test). None when it ran once
     widened: dict[str, Any] | None = None
+    #: the structures whose identification stopped at its wall-clock time limit, one per stop
+    #: (`StructureSearch.timed_out_`): the answer may then differ between runs of the same
+    #: seed; the evidence's notes say so too
+    timed_out: list[str] = field(default_factory=list)
 
     def _link(self, run_id: Any) -> Any:
         return run_ref(run_id, self.experiment_id)

@@ -71,6 +71,9 @@ def test_a_search_returns_the_evidence_for_its_answer(
     rows = ev["rivals"]["rows"]
     assert rows[0]["relation"] == "best" and len(rows) > 3
     assert {r["relation"] for r in rows[1:]} <= {"simpler", "richer"}
+    # no identification near the 120 s limit here: none stopped, no note (issue 26)
+    assert result.timed_out == [] and result.to_dict()["timed_out"] == []
+    assert not any("time limit" in note for note in ev["notes"])
 
 
 @pytest.mark.slow
@@ -90,6 +93,7 @@ def test_drive_fit_on_the_command_line_prints_json(recording: Path, tmp_path: Pa
     j1 = result["evidence"]["parameters"]["J1"]
     assert j1["lower"] <= 0.012 <= j1["upper"] and j1["identifiable"]
     assert result["evidence"]["rivals"]["agrees"] is True
+    assert result["timed_out"] == []  # the JSON key users script against (issue 26)
     # the command renders its figures after printing the answer (runtime.deferred), before it
     # exits: they are in the run when the command has returned
     from mlflow import MlflowClient

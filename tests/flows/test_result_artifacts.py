@@ -78,7 +78,8 @@ def test_json_of_the_results_keeps_its_keys() -> None:
                                     "resumed_from", "preset", "model_uri", "validation",
                                     "validation_run_id", "experiment_id", "paper",
                                     "settings", "scales", "polish_moves", "evidence",
-                                    "fit", "selection", "friction_gain", "widened"}  # fmt: skip
+                                    "fit", "selection", "friction_gain", "widened",
+                                    "timed_out"}  # fmt: skip
 
 
 def test_press_flow_run_publishes_its_verdict_table(private_prefect: None) -> None:
