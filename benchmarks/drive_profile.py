@@ -10,7 +10,7 @@ identification against a naive solve_ivp + finite-difference baseline.
 record at 100 Hz, settings from its own scales as a user's). Timers patched (here only) around
 ``simulate.compile_simulator`` (of which ``jit.compiled_many``: C code generation + compiler),
 ``CompiledSimulator.simulate`` and ``.simulate_with_jacobian`` and ``least_squares`` as called from
-``gp.evaluate``: its own time = total - the simulations inside it (= the objective's
+``gp.solve``: its own time = total - the simulations inside it (= the objective's
 prefilter/scaling + scipy's TRF). "other" = wall - (compile + simulate + jacobian + least-squares
 own): GP operators, model assembly, the result's model. Not measured in-process:
 Prefect/Dask/threads, MLflow, interpreter start, idle workers. ``--through-cli`` also times
@@ -60,6 +60,7 @@ from scipy.optimize._numdiff import approx_derivative  # what jac='2-point' runs
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 import models.drivetrain.gp.evaluate as evaluate
+import models.drivetrain.gp.solve as solve
 import models.drivetrain.jit as jit
 from benchmarks._report import Bench, add_arguments
 from methods.blas import single_threaded_blas
@@ -108,7 +109,7 @@ def instrumented(t: Timers) -> Iterator[Timers]:
     targets = [(simulate, "compile_simulator", "compile", ()), (jit, "compiled_many", "cc", ()),
                (sim, "simulate", "simulate", ()), (sim, "simulate_with_jacobian", "jacobian", ()),
                (obj, "residual", "residual", ()), (obj, "jacobian", "objective_jac", ()),
-               (evaluate, "least_squares", "lsq", ("simulate", "jacobian"))]  # fmt: skip
+               (solve, "least_squares", "lsq", ("simulate", "jacobian"))]  # fmt: skip
     with ExitStack() as stack:
         for owner, name, key, inner in targets:
             timed = t.wrap(key, getattr(owner, name), inner)
