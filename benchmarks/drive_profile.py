@@ -60,12 +60,11 @@ from scipy.optimize._numdiff import approx_derivative  # what jac='2-point' runs
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 import models.drivetrain.gp.evaluate as evaluate
-import models.drivetrain.gp.solve as solve
 import models.drivetrain.jit as jit
 from benchmarks._report import Bench, add_arguments
 from methods.blas import single_threaded_blas
 from models.drivetrain import assemble, reference_recording
-from models.drivetrain.gp import GPSettings, IndividualSpec, StructureSearch, as_arrays
+from models.drivetrain.gp import GPSettings, IndividualSpec, StructureSearch, as_arrays, solve
 from models.drivetrain.gp.evaluate import RecordingArrays
 from models.drivetrain.gp.objective import Objective
 from models.drivetrain.gp.presets import data_settings
