@@ -36,7 +36,7 @@ from models.drivetrain.evidence import (
 from models.drivetrain.fit_evidence import time_limit_note
 from models.drivetrain.gp import final_gain
 from models.drivetrain.gp.dispatch import MapBatches
-from models.drivetrain.gp.evaluate import Evaluation
+from models.drivetrain.gp.evaluate import Evaluation, stopped
 from models.drivetrain.gp.recording import RecordingFile, as_arrays
 from models.drivetrain.gp.selection import fitness_rss
 from models.drivetrain.gp.signals import split_index
@@ -77,7 +77,7 @@ def search_evidence(
     stored = recording if isinstance(recording, RecordingFile) else None
     found = dict((ev.structure, ev) for ev, _ in identify_rivals(
         todo, data, search.settings, search.seed, map_batches, n_batches, stored))  # fmt: skip
-    rivals_stopped = ["+".join(ev.structure) for ev in found.values() if ev.timed_out]
+    rivals_stopped = stopped(found.values())
     found |= {k: v for k, v in done.items() if k in relation}
     rows = [(found[k], rel) for k, rel in relation.items()]
     evidence = structure_evidence(search.best_structure_, search.best_parameters_, data,

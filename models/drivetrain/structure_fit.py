@@ -38,6 +38,7 @@ from models.drivetrain.gp.evaluate import (
     evaluate_batch,
     identify,
     refinement,
+    stopped,
 )
 from models.drivetrain.gp.operators import (
     extensions,
@@ -204,8 +205,7 @@ class StructureFit:
         self.timed_out_ = ["+".join(self.structure)] * len(  # the gain's profile: each gain
             self.gain_profile_.timed_out if self.gain_profile_ else ()
         )
-        self.timed_out_ += ["+".join(ev.structure)  # (the rivals: their fittest fits)
-                            for ev in [first, again] + [ev for ev, _ in rivals] if ev.timed_out]  # fmt: skip
+        self.timed_out_ += stopped([first, again] + [ev for ev, _ in rivals])  # (rivals: fittest)
         self.evidence_ = time_limit_note(self.evidence_, self.timed_out_,
                                          s.identification.time_limit_s)  # fmt: skip
         return self

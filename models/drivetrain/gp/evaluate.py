@@ -58,6 +58,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -143,6 +144,12 @@ class Evaluation:
     def summary(self) -> str:
         return (f"{list(self.codes)} {list(self.structure)}: fitness {self.fitness:.4g}, "
                 f"RSS {self.rss:.4g}, d={self.n_params}, {self.nfev} sims, {self.wall_s:.2f} s")  # fmt: skip
+
+
+def stopped(evaluations: Iterable[Evaluation]) -> list[str]:
+    """The structures ("two_mass+coulomb") of the evaluations their time limit stopped, one per
+    stop, in order (``StructureSearch.timed_out_``, ``StructureFit.timed_out_``)."""
+    return ["+".join(ev.structure) for ev in evaluations if ev.timed_out]
 
 
 def spec_seed(spec: IndividualSpec, seed: int) -> int:

@@ -52,7 +52,13 @@ from models.drivetrain.gp.checkpoint import FILE as CHECKPOINT_FILE
 from models.drivetrain.gp.checkpoint import data_fingerprint, load_checkpoint, save_checkpoint
 from models.drivetrain.gp.dispatch import Dispatcher, MapBatches, SubmitBatch
 from models.drivetrain.gp.dispatch import serial_map as serial_map  # re-exported
-from models.drivetrain.gp.evaluate import Evaluation, IndividualSpec, RecordingArrays, refinement
+from models.drivetrain.gp.evaluate import (
+    Evaluation,
+    IndividualSpec,
+    RecordingArrays,
+    refinement,
+    stopped,
+)
 from models.drivetrain.gp.operators import from_structure, neighbours
 from models.drivetrain.gp.recording import as_arrays, batch_function
 from models.drivetrain.gp.settings import GPSettings
@@ -257,8 +263,7 @@ class StructureSearch:
         self._dispatch.wait(list(self._dispatch.pending))  # none is left: a safety net
         best = self._final(self._polish(best, data), data)
         self.n_evaluations_ = self._dispatch.n_identifications + self._n_final
-        self.timed_out_ = ["+".join(ev.structure)
-                           for ev in self._dispatch.timed_out + self._final_timed_out]  # fmt: skip
+        self.timed_out_ = stopped(self._dispatch.timed_out + self._final_timed_out)
         self._finish(best, history, pop_rows, data)
 
     def _restore(self, state: dict) -> tuple[Any, list, list, Evaluation | None]:

@@ -164,3 +164,16 @@ def test_a_widened_search_lists_both_searches_stops(monkeypatch, kept: bool) -> 
     with pytest.raises(RuntimeError, match="second search failed"):
         again.fit(REC)
     assert again.timed_out_ == seen["first"] and again.widened_ is None
+
+
+def test_the_emps_benchmark_refuses_a_negative_costliest_count() -> None:
+    """``drive_search.py --costliest N`` lists the N costliest identifications: a negative N
+    (which a slice would read as "all but the last") is refused by name before any work."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    out = subprocess.run([sys.executable, "benchmarks/drive_search.py", "emps", "--costliest",
+                          "-1"], cwd=root, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 2 and "--costliest -1" in out.stderr
