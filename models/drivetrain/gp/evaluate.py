@@ -225,6 +225,7 @@ def _identify(
     sim = make(n_res, substeps(model, data.dt, 1, start))
     objective = Objective(make, sim, data, n_fit, ident, start, t0)
     starts, max_nfev = _starts(spec, ident, objective.best_z, seed)
+    given = starts[0]  # the spec's own start (a ladder's starts go before it)
     full_fit = spec.refine or not ident.screen_nfev
     extend = ident.extend_rounds if full_fit else 0
     if full_fit and ident.ladder_seed:  # from one inertia fewer (gp.continuation), whose
@@ -235,7 +236,7 @@ def _identify(
     widths = continuation_widths(spec.structure, ident) if full_fit else ()
     if widths:  # backlash: smoothed gap law first (models.drivetrain.gp.continuation)
         timed_out, message = continue_smoothing(make_for, objective, widths, starts, max_nfev,
-                                                ident, extend, minimise, settle)  # fmt: skip
+                                                ident, extend, minimise, settle, given)  # fmt: skip
     else:
         timed_out, message = minimise(objective, starts, max_nfev, ident, extend)
     if not timed_out:  # after a continuation the exact law's Jacobian is of no use: short refits
