@@ -102,7 +102,10 @@ def interval_figures(bench, exact: list[dict]) -> None:
     """The benchmark's interval figures over the exact answers' rows: every true value inside
     its marginal 95 % interval (``covered``, the issue's reading), inside its simultaneous one
     (``covered_joint``, rows since session 22), and the share of values inside
-    (``covered_params``, :func:`coverage`)."""
+    (``covered_params``, :func:`coverage`); none without exact answers (a share of nothing
+    is not 0 %)."""
+    if not exact:
+        return
     covered = sum(not r["outside"] for r in exact)
     bench.add("covered", 100.0 * covered / max(len(exact), 1), "search, of the exact ones: "
               "every true value inside its 95 % interval", unit="%", fmt=".0f",

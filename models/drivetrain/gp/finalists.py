@@ -146,7 +146,8 @@ def candidates(
     """The stage's jobs ``(cache key, spec)`` of one round, none in ``done``: the ``top``
     fittest structures (0 after the first round), every structure one step simpler than
     ``best`` and its swaps (``operators.swaps``), each from its own parameters in the search
-    (else ``best``'s, inherited)."""
+    or ``best``'s, inherited, whichever fits better (``IndividualSpec.also``; ``best``'s
+    alone where the search has none)."""
     known = {ev.structure: ev.parameters for ev in sorted(evaluations, key=lambda e: e.fitness)}
     out: dict[tuple[str, ...], IndividualSpec] = {}
     for ev in top_structures(evaluations, top):
@@ -154,7 +155,9 @@ def candidates(
     centre, gain = from_structure(best.structure, best.parameters, settings), nested_gain(best)
     near = [(ind.structure, ind.parameters) for ind in simplifications(centre, settings)]
     for s, params in near + swaps(best.structure, best.parameters, settings):
-        out.setdefault(s, _spec(s, known[s]) if s in known else _spec(s, params, gain))
+        also = tuple(sorted(params.items()))
+        out.setdefault(s, replace(_spec(s, known[s]), also=also) if s in known
+                       else _spec(s, params, gain))  # fmt: skip
     return [(key(s), sp) for s, sp in sorted(out.items()) if s not in done]
 
 

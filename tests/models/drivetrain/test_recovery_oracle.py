@@ -217,6 +217,11 @@ def test_the_recheck_recomputes_a_rows_interval_figures(tmp_path, capsys) -> Non
     assert recheck.main(["--rows", str(path), "--json", str(tmp_path / "b.json")]) == 0
     figures = {f["key"]: f for f in json.loads((tmp_path / "b.json").read_text())["rows"]}
     assert figures["covered_joint"]["values"] == [100.0]
+    only_missed = tmp_path / "missed.jsonl"  # no exact answer: no share of nothing, not 0 %
+    only_missed.write_text(lines[2] + "\n")
+    assert recheck.main(["--rows", str(only_missed), "--json", str(tmp_path / "m.json")]) == 0
+    assert not {f["key"] for f in json.loads((tmp_path / "m.json").read_text())["rows"]} & {
+        "covered", "covered_joint", "covered_params"}  # fmt: skip
     # --residuals: every answer's residual tests; the exact one at its parameters (the truth's:
     # white), a miss without parameters (an older row) by its structure fitted alone
     miss = row | {"relation": "simpler", "found": "one_mass+coulomb+viscous+gravity",
@@ -300,7 +305,7 @@ def test_the_recheck_tells_whether_the_data_support_a_missed_truth(capsys) -> No
     simpler = recheck.missed_facts(missed | {"found": "one_mass+viscous", "rss": 1e6, "d": 2})
     assert simpler["from_truth_rss"] <= simpler["truth_rss"] * (1 + 1e-9)
     assert simpler["d"] == len(m.params) + 1 and simpler["p"] < 1e-6 and simpler["supported"]
-    assert not simpler["timed_out"]
+    assert not simpler["timed_out"] and not simpler["stalled"] and simpler["n_sub"] >= 1
     rss, d = simpler["from_truth_rss"] / 100, len(m.params) + 2
     richer = missed | {"found": m.kind + "+current_control", "relation": "richer"}
     against = recheck.missed_facts(richer | {"rss": rss, "d": d})
@@ -312,3 +317,30 @@ def test_the_recheck_tells_whether_the_data_support_a_missed_truth(capsys) -> No
     recheck.print_missed(missed | {"selection": {}, "rss": 1.0, "d": 2})
     out = capsys.readouterr().out
     assert "truth not tested (KeyError: 'rss')" in out and "names no level" in out
+
+
+def test_the_missed_recheck_names_a_stalled_truth_fit_and_tests_the_truths_own_rss(
+    monkeypatch, capsys
+) -> None:  # fmt: skip
+    """A fit of the truth that ends above the truth's own RSS (seed-1 #1: 8.37 against 1.26 at
+    the same 32 substeps) is a stall, named; the F-test then uses the truth's own RSS, a
+    point of the same model. The stall is injected (the real fit's RSS times 10: a real one
+    takes a 71 Hz backlash search), the truth's RSS is the real one at the fit's substeps."""
+    from dataclasses import replace
+
+    from benchmarks import drive_recovery_recheck as recheck
+    from models.drivetrain.gp import evaluate
+
+    m, _key, row = _exact_row()
+    missed = row | {"relation": "simpler", "selection": {"n_eff": 100.0, "alpha": 0.01, "m": 1},
+                    "found": "one_mass+viscous", "d": 2}  # fmt: skip
+    honest = recheck.missed_facts(missed | {"rss": 1e6})
+    real = evaluate.identify
+    monkeypatch.setattr(evaluate, "identify", lambda *a, **k: replace(
+        real(*a, **k), rss=10 * honest["truth_rss"]))  # fmt: skip
+    answer_rss = 5 * honest["truth_rss"]  # between the truth's own and the stalled fit
+    stalled = recheck.missed_facts(missed | {"rss": answer_rss})
+    assert stalled["stalled"] and stalled["truth_rss"] == pytest.approx(honest["truth_rss"])
+    assert stalled["supported"] and stalled["p"] < 1e-6  # by the truth's RSS, not the stall's
+    recheck.print_missed(missed | {"rss": answer_rss})
+    assert "a stall: above the truth's own RSS" in capsys.readouterr().out

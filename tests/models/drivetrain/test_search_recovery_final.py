@@ -92,6 +92,10 @@ def test_candidates_are_the_fittest_refined_and_the_best_one_step_simpler():
         ("one_mass", "coulomb", "viscous")}  # fmt: skip
     assert got[("one_mass", "coulomb", "viscous")] == {"J1": 3, "M_C": 3, "f_v": 3}
     assert got[("one_mass", "viscous", "gravity")] == {"J1": 1, "f_v": 1, "M_G": 0}
+    # ... with the best's inherited parameters as the other start (the better one is taken)
+    also = {sp.structure: sp.also for _, sp in jobs}
+    assert dict(also[("one_mass", "coulomb", "viscous")]) == {"J1": 1, "M_C": 1, "f_v": 1}
+    assert also[("one_mass", "viscous", "gravity")] is None  # no search fit: inherited alone
     order = [sp.structure for _, sp in jobs]
     assert all(sp.refine for _, sp in jobs) and order == sorted(order)
     assert all(k == finalists.key(sp.structure) for k, sp in jobs)
@@ -198,3 +202,27 @@ def test_the_richer_candidates_short_fits_are_counted_recorded_and_deterministic
                             **kwargs).fit(rec)  # fmt: skip
     assert other.selection_["screened"] == screened
     assert other.final_.equals(search.final_.assign(wall_s=other.final_["wall_s"]))
+
+
+def test_a_fit_starts_from_the_better_of_its_start_and_the_other(recording):
+    """``IndividualSpec.also``: of a stalled start and a good one, the fit starts from the
+    better whichever is given as ``start`` (one simulation each); the key tells them apart."""
+    from dataclasses import replace
+
+    from models.drivetrain.gp.evaluate import IndividualSpec, identify
+    from models.drivetrain.gp.recording import as_arrays
+
+    s = GPSettings(**SMALL)
+    s = replace(s, identification=replace(s.identification, max_nfev=1, extend_rounds=0))
+    data = as_arrays(recording)
+    good = identify(IndividualSpec(tuple(TRUTH), (), refine=True),
+                    data, replace(s, identification=replace(s.identification, max_nfev=40)))  # fmt: skip
+    good_start = tuple(sorted(good.parameters.items()))
+    bad_start = tuple(sorted({k: 3 * v for k, v in good.parameters.items()}.items()))
+    bad = identify(IndividualSpec(tuple(TRUTH), bad_start, refine=True), data, s)
+    assert bad.rss > 10 * good.rss  # one evaluation from a bad start stays bad
+    for start, also in ((bad_start, good_start), (good_start, bad_start)):
+        spec = IndividualSpec(tuple(TRUTH), start, refine=True, also=also)
+        assert identify(spec, data, s).rss <= good.rss * (1 + 1e-9)
+    keys = {IndividualSpec(tuple(TRUTH), bad_start, also=a).key() for a in (None, good_start)}
+    assert len(keys) == 2
