@@ -13,8 +13,10 @@ The stage: the ``final_top`` fittest refined structures of the search, every str
 step simpler than the best (``operators.simplifications``) and the best with its current loop
 swapped for a dead time or back (``operators.swaps``: on seed-0 machine #2 the search had
 never fitted the truth, the answer's swap) are identified with the continuations, without
-screening, each from its own parameters in the search (else the best's, inherited, and
-profiled from the best's estimated friction gain: ``nested_gain``); the fittest by the
+screening, each from its own parameters in the search or the best's, inherited, whichever
+fits better (``IndividualSpec.also``: the search's fit may have stalled; the best's alone
+where the search has none, profiled from the best's estimated friction gain:
+``nested_gain``); the fittest by the
 search's own fitness (paper eq. 19) becomes the best. When that moved, the new best's simpler
 neighbours and swaps are identified likewise, at most
 ``final_rounds`` rounds in all. A fit of this stage replaces the search's fit of the same
