@@ -145,9 +145,10 @@ def print_truth(row: dict) -> None:
 
 def missed_facts(row: dict) -> dict:
     """For an answer that is not the truth: the truth's RSS at the row's settings (cut-off,
-    boxes, gain) and at the substeps the fit below ended with (``n_sub``; at the step-size
-    rule's, 2 on seed-1 #1, the gap law was 1.875 where 32 gave 1.261), the fit of the true
-    structure started at the truth (``drive fit``'s continuations,
+    boxes, gain) at the substeps the fit below ended with, or the step-size rule's at the
+    truth where more (``n_sub``; at the rule's 2 on seed-1 #1 the gap law left 1.875 where
+    the fit's 32 gave 1.261; at the fit's 1 on #3 the truth left 74.1, its fit 0.149), the
+    fit of the true structure started at the truth (``drive fit``'s continuations,
     ``finalists.final_settings``; ``timed_out`` where its time limit stopped it; ``stalled``
     where it ended above the truth's own RSS) and, for a nested pair (the row's relation
     ``simpler`` or ``richer``), the F-test of the richer of the two against the simpler
@@ -164,6 +165,8 @@ def missed_facts(row: dict) -> dict:
     from models.drivetrain.gp.evaluate import IndividualSpec, identify
     from models.drivetrain.gp.finalists import final_settings
     from models.drivetrain.gp.recording import as_arrays
+    from models.drivetrain.kit import assemble
+    from models.drivetrain.substeps import substeps
 
     sel = row.get("selection") or {}
     if not (sel.get("alpha") and sel.get("n_eff")):
@@ -173,14 +176,17 @@ def missed_facts(row: dict) -> dict:
     answer_rss, answer_d = float(row["rss"]), int(row["d"])
     gain = int(bool((row.get("gain") or {}).get("estimated") and SMOOTHED & set(m.structure)))
     start = IndividualSpec(m.structure, tuple(sorted(m.params.items())), refine=True)
-    fit = identify(start, as_arrays(rec), final_settings(gp))
-    truth = truth_rss(m.structure, m.params, rec, gp, fit.n_sub)
+    data = as_arrays(rec)
+    fit = identify(start, data, final_settings(gp))
+    rule = substeps(assemble(m.structure, **gp.kit_options()), data.dt, 1, m.params)
+    n_sub = max(int(fit.n_sub), rule)  # (the fit's count may not simulate the truth stably)
+    truth = truth_rss(m.structure, m.params, rec, gp, n_sub)
     d = fit.n_params + gain
     best = min(float(fit.rss), truth)
     p, supported = nested_test(str(row.get("relation")), answer_rss, answer_d, best, d, sel)
     if p != p and supported is not None:
         raise ValueError(f"no F-test: d {d} against {answer_d}, {sel['n_eff']} effective samples")
-    return {"truth_rss": truth, "n_sub": int(fit.n_sub), "from_truth_rss": float(fit.rss),
+    return {"truth_rss": truth, "n_sub": n_sub, "from_truth_rss": float(fit.rss),
             "stalled": bool(fit.rss > truth * (1 + 1e-9)), "d": d, "p": float(p),
             "level": level, "supported": supported, "timed_out": bool(fit.timed_out),
             "seconds": float(fit.wall_s)}  # fmt: skip
