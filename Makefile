@@ -61,6 +61,7 @@ bench: install
 	PYTHONPATH=. $(BIN)/python benchmarks/drive_profile.py profile --repeats 1
 	PYTHONPATH=. $(BIN)/python benchmarks/drive_profile.py baseline --repeats 3
 	PYTHONPATH=. $(BIN)/python benchmarks/drive_jit.py --repeats 3
+	PYTHONPATH=. $(BIN)/python benchmarks/drive_work_rate.py --repeats 1
 	PYTHONPATH=. $(BIN)/python benchmarks/sqlite_journal.py --repeats 3
 	PYTHONPATH=. $(BIN)/python benchmarks/cli_overhead.py --repeats 1
 	PYTHONPATH=. $(BIN)/python benchmarks/cli_figures.py --repeats 3

@@ -315,20 +315,30 @@ def narrow_boxes_note(evidence: Evidence, typed: Collection[str] = ()) -> Eviden
 
 
 def time_limit_note(
-    evidence: Evidence, timed_out: Sequence[str], limit_s: float, what: str = ""
-) -> Evidence:
+    evidence: Evidence, timed_out: Sequence[str], limit_s: float, what: str = "",
+    work_limit: float = 0.0,
+) -> Evidence:  # fmt: skip
     """``evidence`` with a note where identifications stopped at their time limit
     (``timed_out``: one structure per stopped identification, ``StructureSearch.timed_out_``;
     ``what``: the note's first words, e.g. which fits): each kept its best point so far, and
     where the limit falls depends on the machine's load, so the answer (or a rival's row) may
-    differ between runs of the same seed."""
+    differ between runs of the same seed. With a ``work_limit`` (``IdentificationSettings``)
+    a stop may be either limit's: the work limit's falls at the same point on any machine."""
     if not timed_out:
         return evidence
     names = sorted(set(timed_out))
     shown = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
     n = len(timed_out)
     which = "their rows" if what else "this answer"
-    note = (f"{what}{n} identification{'s' if n > 1 else ''} stopped at the time limit "
-            f"({limit_s:g} s; {shown}) with the best point so far: where a limit falls depends "
-            f"on the machine's load, so {which} may differ between runs of the same seed")  # fmt: skip
+    head = f"{what}{n} identification{'s' if n > 1 else ''} stopped at "
+    if work_limit:
+        note = (f"{head}the work or time limit ({work_limit:.3g} state updates or {limit_s:g} "
+                f"s; {shown}) with the best point so far: the work limit falls at the same "
+                f"point on any machine; where the time limit falls depends on the machine's "
+                f"load, so where it stopped one, {which} may differ between runs of the same "
+                f"seed")  # fmt: skip
+    else:
+        note = (f"{head}the time limit ({limit_s:g} s; {shown}) with the best point so far: "
+                f"where a limit falls depends on the machine's load, so {which} may differ "
+                f"between runs of the same seed")  # fmt: skip
     return replace(evidence, notes=(*evidence.notes, note))

@@ -59,8 +59,9 @@ def search_evidence(
     evaluates them) keeps that fit; one it only screened starts from the screened values; the
     others from the inherited ones (``rival_specs``)."""
     data = as_arrays(recording)
+    ident = search.settings.identification
     limit = functools.partial(time_limit_note, timed_out=getattr(search, "timed_out_", []),
-                              limit_s=search.settings.identification.time_limit_s)  # fmt: skip
+                              limit_s=ident.time_limit_s, work_limit=ident.work_limit)  # fmt: skip
     if not rivals:
         return limit(structure_evidence(search.best_structure_, search.best_parameters_, data,
                                         search.settings, n_sub=_n_sub(search),
@@ -84,8 +85,9 @@ def search_evidence(
                                   search.settings, rows, n_sub=_n_sub(search),
                                   gain_estimated=_gain_estimated(search))  # fmt: skip
     evidence = limit(_by_the_search_rule(search, evidence, rows, data.n))
-    rivals_limit = fit_settings(search.settings).identification.time_limit_s
-    return time_limit_note(evidence, rivals_stopped, rivals_limit, "the rivals' fits: ")
+    theirs = fit_settings(search.settings).identification
+    return time_limit_note(evidence, rivals_stopped, theirs.time_limit_s, "the rivals' fits: ",
+                           theirs.work_limit)  # fmt: skip
 
 
 def _by_the_search_rule(

@@ -63,6 +63,9 @@ CONTINUATION: dict[str, Any] = {
     "backlash_smoothing": (0.03, 0.003, 0.0003), "ladder_seed": True, "max_nfev": 100,
     "time_limit_s": 600.0,
 }  # fmt: skip
+#: a named structure's work limit, where the search's settings set one, is this many times
+#: the search's (``IdentificationSettings.work_limit``; as its 600 s are 5x a search's 120 s)
+CONTINUATION_WORK = 5.0
 #: starts of each rival spec's identification (from its start values; a richer neighbour has
 #: two specs): 4 instead of 1 tripled the time of the reference's evidence, no verdict changed
 RIVAL_STARTS = 1
@@ -141,8 +144,11 @@ def fit_settings(settings: GPSettings, n_starts: int = FIT_STARTS) -> GPSettings
 
 
 def continued(settings: GPSettings) -> GPSettings:
-    """``settings`` with the identification's continuations on (:data:`CONTINUATION`)."""
-    return replace(settings, identification=replace(settings.identification, **CONTINUATION))
+    """``settings`` with the identification's continuations on (:data:`CONTINUATION`, and
+    :data:`CONTINUATION_WORK` times the work limit)."""
+    ident = settings.identification
+    return replace(settings, identification=replace(
+        ident, **CONTINUATION, work_limit=ident.work_limit * CONTINUATION_WORK))  # fmt: skip
 
 
 class StructureFit:
@@ -207,7 +213,8 @@ class StructureFit:
         )
         self.timed_out_ += stopped([first, again] + [ev for ev, _ in rivals])  # (rivals: fittest)
         self.evidence_ = time_limit_note(self.evidence_, self.timed_out_,
-                                         s.identification.time_limit_s)  # fmt: skip
+                                         s.identification.time_limit_s,
+                                         work_limit=s.identification.work_limit)  # fmt: skip
         return self
 
     def _finish(self, best: Evaluation, data: RecordingArrays, n_eval: int) -> None:

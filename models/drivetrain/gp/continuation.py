@@ -85,7 +85,7 @@ def _continue(
         try:
             model = make(data_n, 1, native=False).model
             stage = Objective(make, make(data_n, substeps(model, objective.dt, 1, start)),
-                              objective.data, objective.n_fit, ident, start, objective.t0)  # fmt: skip
+                              objective.data, objective.n_fit, ident, start, objective.clock)  # fmt: skip
             if k:  # the rule at rest does not see the smooth walls: the previous stage's
                 # count, times the square root of the narrowing (measured: 16 substeps at
                 # w = 0.003, 128 at 0.0003 on the two_mass+coulomb+backlash reference; the
@@ -107,7 +107,7 @@ def _continue(
                 timed_out, settled = settle(stage, max_nfev, extend, ident)
                 message = settled or message
         except TimeLimitReached:
-            timed_out, message = True, f"time limit {ident.time_limit_s} s reached"
+            timed_out, message = True, objective.clock.reason()
         objective.nfev += stage.nfev
         if np.isfinite(stage.best_cost):
             z, n_sub = stage.best_z, stage.best_n
@@ -123,12 +123,9 @@ def _continue(
     if len(ends) >= 2:  # and the last two stages' optima extrapolated linearly to width 0
         (w1, p1), (w2, p2) = ends[-2:]
         candidates.append(objective.normalised(p2 + (p2 - p1) * w2 / (w1 - w2)))
-    limit, objective.time_limit_s = objective.time_limit_s, np.inf  # measured even when late
-    try:
+    with objective.clock.lifted():  # measured even when late
         for candidate in candidates:
             objective.residual(candidate)
-    finally:
-        objective.time_limit_s = limit
     return timed_out, message
 
 

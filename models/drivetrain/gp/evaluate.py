@@ -267,7 +267,7 @@ def _identify(
         try:
             timed_out, settled = settle(objective, *short, ident, accuracy=full_fit)
         except TimeLimitReached:
-            timed_out, settled = True, f"time limit {ident.time_limit_s} s reached"
+            timed_out, settled = True, objective.clock.reason()
         message = settled or message
     if objective.sim.n_sub != objective.best_n or not np.isfinite(objective.best_cost):
         objective.use(objective.best_n)

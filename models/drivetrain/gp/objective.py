@@ -1,11 +1,12 @@
 """The least-squares problem of one drive identification (``models.drivetrain.gp.evaluate``):
 the (pre-filtered) velocity error, and the weighted position error, of a compiled simulation in
-box-normalised coordinates, with its simulation count, best point and time limit."""
+box-normalised coordinates, with its simulation count, best point and limits (``Clock``)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -21,7 +22,43 @@ if TYPE_CHECKING:
 
 
 class TimeLimitReached(Exception):
-    """The identification's wall-clock limit passed (``IdentificationSettings.time_limit_s``)."""
+    """The identification's wall-clock or work limit passed (``IdentificationSettings.
+    time_limit_s``, ``work_limit``)."""
+
+
+class Clock:
+    """The limits of one identification, shared by its stages (a backlash fit's smoothed ones):
+    the wall clock since ``t0`` (``time_limit_s``) and the work charged (``work_limit``: state
+    updates, ``budget.SimulationCost.work``; a Jacobian counts ``1 + n_p`` simulations; 0 or
+    None: no work limit). The work does not depend on the machine or its load: a fit stopped
+    by it stops at the same point anywhere, where a wall-clock stop depends on both."""
+
+    def __init__(self, t0: float, time_limit_s: float, work_limit: float | None = None) -> None:
+        self.t0, self.time_limit_s = t0, time_limit_s
+        self.work_limit = float(work_limit) if work_limit else np.inf
+        self.work = 0.0
+
+    def charge(self, work: float) -> None:
+        """Count ``work``; :class:`TimeLimitReached` once either limit has passed."""
+        self.work += work
+        if self.work > self.work_limit or time.perf_counter() - self.t0 > self.time_limit_s:
+            raise TimeLimitReached
+
+    @contextmanager
+    def lifted(self) -> Iterator[None]:
+        """Neither limit applies inside (the work is still counted)."""
+        limits = self.time_limit_s, self.work_limit
+        self.time_limit_s = self.work_limit = np.inf
+        try:
+            yield
+        finally:
+            self.time_limit_s, self.work_limit = limits
+
+    def reason(self) -> str:
+        """Which limit stopped the identification (for ``Evaluation.message``)."""
+        if self.work > self.work_limit:
+            return f"work limit {self.work_limit:.3g} state updates reached"
+        return f"time limit {self.time_limit_s:g} s reached"
 
 
 class Objective:
@@ -30,8 +67,8 @@ class Objective:
     ``residual``/``jacobian``: the (pre-filtered) velocity error over the identification part
     of the record, with the weighted position error appended when ``position_weight > 0``,
     divided by ``scale``; non-finite entries are replaced. Counts simulations (``nfev``), keeps
-    the best point seen (``best_z``, ``best_cost``) and raises :class:`TimeLimitReached` once the wall
-    clock since ``t0`` passes the time limit.
+    the best point seen (``best_z``, ``best_cost``) and raises :class:`TimeLimitReached` once its
+    ``clock``'s wall-clock or work limit has passed.
     """
 
     def __init__(
@@ -42,16 +79,20 @@ class Objective:
         n_fit: int,
         ident: IdentificationSettings,
         start: np.ndarray,
-        t0: float,
+        t0: float | Clock,
     ) -> None:
         """``sim`` simulates the first ``sim.n_samples`` samples (the residual's part: the
         whole identification part ``n_fit``, or its head when screening); ``make(n_samples,
         n_sub)`` gives the simulator of the same structure with another substep count (cached,
         ``get_simulator``); the weights (``scale``, ``wq``) come from the identification part,
-        so that RSS values of screened and refined individuals share one yardstick."""
+        so that RSS values of screened and refined individuals share one yardstick. ``t0``:
+        the identification's :class:`Clock`, or its start time (a clock of its own with the
+        limits of ``ident``)."""
         specs = sim.model.specs
         self.make, self.data, self.n_fit = make, data, n_fit
-        self.sim, self.dt, self.t0, self.time_limit_s = sim, data.dt, t0, ident.time_limit_s
+        self.sim, self.dt = sim, data.dt
+        self.clock = t0 if isinstance(t0, Clock) else Clock(t0, ident.time_limit_s,
+                                                             ident.work_limit)  # fmt: skip
         self.best_n = sim.n_sub
         self.lower = np.array([s.lower for s in specs])
         self.width = np.array([s.upper - s.lower for s in specs])
@@ -146,8 +187,7 @@ class Objective:
         substeps ended 16.6 s past its 120 s limit, ``drive_search.py emps --costliest``)."""
         _ysim, jp = self.sim.simulate_with_jacobian(self.parameters(z), self.u, self.y0)
         self.nfev += 1
-        if time.perf_counter() - self.t0 > self.time_limit_s:
-            raise TimeLimitReached
+        self.clock.charge(self.work * (1 + z.size))
         if self.q is not None:
             jp = np.vstack([self.keep(jp), self.wq * integral(jp, self.dt)])
         else:
@@ -162,8 +202,13 @@ class Objective:
             cost = float(r @ r)
         if cost < self.best_cost:
             self.best_cost, self.best_z, self.best_n = cost, z.copy(), self.sim.n_sub
-        if time.perf_counter() - self.t0 > self.time_limit_s:
-            raise TimeLimitReached
+        self.clock.charge(self.work)
+
+    @property
+    def work(self) -> float:
+        """The work of one simulation with the current simulator (``Clock``)."""
+        sim = self.sim
+        return simulation_cost(sim.model, sim.n_samples, sim.dt, sim.n_sub).work
 
     def held_out_rss(
         self, full: CompiledSimulator, p: np.ndarray, data: RecordingArrays, n_fit: int

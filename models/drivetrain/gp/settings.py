@@ -19,6 +19,10 @@ class IdentificationSettings:
     ``max_nfev``: residual evaluations per start; ``time_limit_s``: wall-clock budget per
     individual (checked between evaluations; the best point so far is kept). The time limit is
     a safety net: if it triggers, results may depend on machine load (``Evaluation.timed_out``).
+    ``work_limit`` (0: off): the same budget counted in state updates
+    (``budget.SimulationCost.work`` of every simulation, a Jacobian ``1 + n_p`` times;
+    ``objective.Clock``): a fit it stops stops at the same point on any machine under any
+    load (``Evaluation.timed_out`` too).
     ``jit``: compile simulators to C (cached on disk) with optimisation level ``jit_opt`` on the
     ``jit_after``-th request of a structure in a process (``auto``: ``-O0`` at once, the
     cheapest for structures identified once, and ``-O1`` for simulators with many substeps, see
@@ -80,6 +84,7 @@ class IdentificationSettings:
     screen_fraction: float = 0.5
     position_weight: float = 0.0
     time_limit_s: float = 120.0
+    work_limit: float = 0.0
     ftol: float = 1e-10
     xtol: float = 1e-10
     gtol: float = 1e-10
@@ -109,6 +114,9 @@ class IdentificationSettings:
             raise InputError("jit_opt must be auto, -O0, -O1 or -O2 and jit_after >= 1")
         if not 0.0 < self.screen_fraction <= 1.0:
             raise InputError(f"screen_fraction must be in (0, 1], got {self.screen_fraction!r}")
+        if not self.work_limit >= 0 or self.work_limit == float("inf"):
+            raise InputError(f"work_limit must be a finite number >= 0 (0: off), got "
+                             f"{self.work_limit!r}")  # fmt: skip
         if not self.prefilter_hz >= 0 or not self.position_weight >= 0:
             raise InputError("prefilter_hz and position_weight must be >= 0 (0: off)")
 

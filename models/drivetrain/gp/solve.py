@@ -86,7 +86,7 @@ def minimise(
                     break
                 z, rounds = res.x, rounds + 1
         except TimeLimitReached:
-            timed_out, message = True, f"time limit {ident.time_limit_s} s reached"
+            timed_out, message = True, objective.clock.reason()
             break
     return timed_out, message
 

@@ -113,7 +113,7 @@ def test_the_time_limit_holds_after_a_jacobian_too() -> None:
     assert obj.jacobian(z).shape == (obj.yf.size, z.size)
     obj.residual(z)
     best = obj.best_cost
-    obj.time_limit_s = 0.0
+    obj.clock.time_limit_s = 0.0
     with pytest.raises(TimeLimitReached):
         obj.jacobian(z)
     assert obj.best_cost == best and obj.nfev == 3

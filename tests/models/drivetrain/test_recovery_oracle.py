@@ -331,7 +331,7 @@ def test_the_missed_recheck_names_a_stalled_truth_fit_and_tests_the_truths_own_r
     from benchmarks import drive_recovery_recheck as recheck
     from models.drivetrain.gp import evaluate
 
-    m, _key, row = _exact_row()
+    _m, _key, row = _exact_row()
     missed = row | {"relation": "simpler", "selection": {"n_eff": 100.0, "alpha": 0.01, "m": 1},
                     "found": "one_mass+viscous", "d": 2}  # fmt: skip
     honest = recheck.missed_facts(missed | {"rss": 1e6})

@@ -6,14 +6,19 @@ structures it stopped, instead of a silently different answer on the next run.""
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 import pytest
 
+from methods.errors import InputError
 from models.drivetrain import reference_recording
 from models.drivetrain.fit_evidence import time_limit_note
 from models.drivetrain.gp import GPSettings, StructureSearch
+from models.drivetrain.gp.evaluate import Evaluation, IndividualSpec, identify
+from models.drivetrain.gp.recording import as_arrays
 from models.drivetrain.gp.settings import IdentificationSettings
+from models.drivetrain.kit import assemble
 from models.drivetrain.search_evidence import search_evidence
 from models.drivetrain.submodels import parse_structure
 
@@ -68,6 +73,21 @@ def test_the_note_counts_each_stop_and_names_at_most_four_structures(
     rivals = time_limit_note(evidence, ["one_mass"], 600.0, "the rivals' fits: ").notes[-1]
     assert rivals.startswith("the rivals' fits: 1 identification stopped at the time limit")
     assert rivals.endswith("so their rows may differ between runs of the same seed")
+    work = time_limit_note(evidence, ["one_mass"], 120.0, work_limit=3e9).notes[-1]
+    assert work.startswith("1 identification stopped at the work or time limit (3e+09 state "
+                           "updates or 120 s; one_mass)")  # fmt: skip
+    assert "the work limit falls at the same point on any machine" in work
+
+
+def test_a_named_fit_has_five_times_a_searchs_work_limit() -> None:
+    """``structure_fit.continued``: as its 600 s are 5x a search's 120 s; none stays none."""
+    from models.drivetrain.structure_fit import CONTINUATION_WORK, continued
+
+    ident = IdentificationSettings(work_limit=2e9)
+    assert CONTINUATION_WORK == 5.0
+    got = continued(GPSettings(identification=ident)).identification
+    assert got.work_limit == 1e10 and got.time_limit_s == 600.0
+    assert continued(GPSettings()).identification.work_limit == 0.0
 
 
 def test_a_named_structures_fit_tells_its_stops_too(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -177,3 +197,44 @@ def test_the_emps_benchmark_refuses_a_negative_costliest_count() -> None:
     out = subprocess.run([sys.executable, "benchmarks/drive_search.py", "emps", "--costliest",
                           "-1"], cwd=root, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert out.returncode == 2 and "--costliest -1" in out.stderr
+
+
+def _work_limited(work_limit: float) -> Evaluation:
+    """The reference's true structure identified in full with ``work_limit`` and no binding
+    wall clock."""
+    ident = IdentificationSettings(jit=False, screen_nfev=0, work_limit=work_limit)
+    spec = IndividualSpec(("two_mass", "coulomb", "viscous"), (), refine=True)
+    return identify(spec, as_arrays(REC), GPSettings(identification=ident))
+
+
+def test_a_work_limit_stops_a_fit_at_the_same_point_whatever_the_load(monkeypatch) -> None:
+    """``work_limit``: the fit stops once its simulations' state updates pass the limit (a
+    Jacobian ``1 + n_p`` simulations), not by the clock: with every simulation slowed by 20 ms
+    (a loaded machine, injected) it stops after the same simulations at the same point, says
+    which limit stopped it, and counts as a stop (``timed_out``) like the wall clock's."""
+    from models.drivetrain.simulate import CompiledSimulator, simulation_cost
+
+    data = as_arrays(REC)
+    one = simulation_cost(assemble(("two_mass", "coulomb", "viscous")), data.n, data.dt, 1).work
+    quick = _work_limited(12 * one)
+    assert quick.timed_out and "work limit" in quick.message
+    assert _work_limited(0.0).nfev > quick.nfev  # (0: off)
+    slowed = []
+    for name in ("simulate", "simulate_with_jacobian"):
+        real = getattr(CompiledSimulator, name)
+
+        def slow(self, *args, _real=real, **kwargs):
+            slowed.append(time.sleep(0.02))
+            return _real(self, *args, **kwargs)
+
+        monkeypatch.setattr(CompiledSimulator, name, slow)
+    loaded = _work_limited(12 * one)
+    assert len(slowed) >= loaded.nfev > 0
+    assert (loaded.nfev, loaded.parameters, loaded.rss) == (quick.nfev, quick.parameters, quick.rss)
+    assert loaded.timed_out and loaded.message == quick.message
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("inf"), float("nan")])
+def test_a_work_limit_must_be_finite_and_not_negative(bad: float) -> None:
+    with pytest.raises(InputError, match="work_limit"):
+        IdentificationSettings(work_limit=bad)
