@@ -147,6 +147,16 @@ class DriveSearch(BaseModel):
         "the preset's values and bounds (bounds 50..200 %, gravity +-2|value|); {} = the "
         "preset's",
     )
+    work_limit: float = Field(
+        0.0,
+        ge=0,
+        allow_inf_nan=False,
+        description="Each identification's budget in state updates (its simulations' "
+        "substeps x samples x states, a Jacobian 1 + parameters times): a fit it stops stops "
+        "at the same point on any machine, where the wall-clock limit (120 s; 600 s for a "
+        "named structure, which also gets 5x this) depends on the load; 0 = none "
+        "(benchmarks/drive_work_rate.py measures what a limit means in seconds)",
+    )
     batch_size: int = Field(0, ge=0, description="Individuals per task; 0 = spread over workers")
     workers: Annotated[int, Limit("GREYLAB_MAX_WORKERS")] = Field(
         2, ge=1, description="Parallel workers"
@@ -321,8 +331,8 @@ class DriveSearch(BaseModel):
         preset's units (`data`: from ``scales``, with the position error when the recording
         has a ``position``), with `paper` the paper's search on them
         (`models.drivetrain.gp.presets.paper_settings`), then the study's nominals (each
-        replaces the preset's value and bounds), population, generations and test fraction;
-        without `final_stage` the preset's final stage is off (``final_top`` 0). A
+        replaces the preset's value and bounds), population, generations, test fraction and
+        work limit; without `final_stage` the preset's final stage is off (``final_top`` 0). A
         ``prefilter_hz`` (`flows.drive.inputs.prefilter_cutoff` of `prefilter` on the
         recording) replaces the preset's cut-off; None keeps it."""
         preset = preset or self.resolved_preset()
@@ -342,9 +352,10 @@ class DriveSearch(BaseModel):
         nominals = tuple(sorted({**dict(base.nominals), **self.nominals}.items()))
         bounds = tuple((k, v) for k, v in base.bounds if k not in self.nominals)
         final_top = base.final_top if self.final_stage else 0
+        ident = replace(base.identification, work_limit=self.work_limit)
         return replace(base, population=self.population, generations=self.generations,
                        test_fraction=self.test_fraction, nominals=nominals,
-                       bounds=bounds, final_top=final_top)  # fmt: skip
+                       bounds=bounds, final_top=final_top, identification=ident)  # fmt: skip
 
 
 class DriveFit(DriveSearch):
