@@ -6,7 +6,8 @@ best_fitness and best_rss at the answer, its description the final stage's choic
 evidence (crafted markup shown as text), the evidence's marginal and simultaneous
 intervals, and a search run again at a wider prefilter (`widened`, with its spring boxes and
 Fisher's periodic test, seen after "Show more"), its convergence figure among the artifacts.
-Screenshots in `build/browser-shots/drive-*.png`."""
+A search whose work limit stopped identifications says so on its page (the note, the
+`n_timed_out` metric). Screenshots in `build/browser-shots/drive-*.png`."""
 
 from __future__ import annotations
 
@@ -115,3 +116,59 @@ def test_the_drive_run_page_ends_at_the_answer(tmp_path: Path, monkeypatch) -> N
         page.get_by_role("tab", name="Artifacts").click()
         page.get_by_text("convergence.csv").first.wait_for()
         shot(page, "drive-2-artifacts")
+
+
+def test_the_run_page_tells_the_identifications_a_limit_stopped(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """A search whose identifications a work limit stopped (deterministic, unlike the wall
+    clock: `IdentificationSettings.work_limit`): its run page, opened from a fresh profile,
+    says so in the description (the evidence's note, both limits named) and shows the
+    `n_timed_out` metric at the number of stops the result lists."""
+    from models.drivetrain.excitation import reference_recording
+    from models.drivetrain.gp.search import StructureSearch
+    from models.drivetrain.gp.settings import IdentificationSettings
+    from models.drivetrain.search_evidence import search_evidence
+    from runtime.settings import load_settings
+    from tasks.drive.records import DriveRecorder
+    from tasks.drive.result import DriveResult
+    from tracking.mlflow_tracker import Tracker
+
+    with mlflow_ui_server(tmp_path) as uri, chromium() as browser:
+        env = {"GREYLAB_HOME": str(tmp_path / "home"), "MLFLOW_TRACKING_URI": uri}
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        recorder = DriveRecorder("drive-structure-search", Tracker(load_settings(env)))
+        recording = reference_recording(["one_mass", "viscous", "coulomb"], duration=0.6)
+        ident = IdentificationSettings(n_starts=1, max_nfev=15, jit=False, work_limit=2e4)
+        with recorder.session({"population": 2, "generations": 1}) as run_id:
+            search = StructureSearch(population=2, generations=1, seed=0,
+                                     allowed=("one_mass", "coulomb", "viscous"),
+                                     identification=ident).fit(recording)  # fmt: skip
+            recorder.result(search, recording)
+        stops = len(search.timed_out_)
+        assert stops, "a limit of 2e4 state updates stopped no identification"
+        result = DriveResult(best_structure=search.best_structure_, best_codes=search.best_codes_,
+                             parameters=search.best_parameters_, rss=search.best_rss_,
+                             fitness=search.best_fitness_, generations=1, run_id=run_id,
+                             data_hash="0" * 64, source="reference:test", resumed_from=0,
+                             preset="reference", tracking=uri, timed_out=search.timed_out_,
+                             experiment_id=recorder.experiment_id(),
+                             evidence=search_evidence(search, recording, rivals=False).to_dict())  # fmt: skip
+        recorder.outcome(recorder.run, result.headline(), result.markdown())  # as finish() does
+
+        page = fresh_page(browser)
+        page.goto(result._link(run_id).url)
+        page.get_by_text("n_timed_out").first.wait_for()
+        more = page.get_by_text("Show more")
+        if more.count():  # a long description is folded: unfolded, as a user does
+            more.first.click()
+        note = page.get_by_text(f"{stops} identification").first
+        note.scroll_into_view_if_needed()
+        assert note.is_visible()
+        shot(page, "drive-3-stopped")
+        body = page.inner_text("body")
+        assert "stopped at the work or time limit (2e+04 state updates or 120 s" in body
+        assert "the work limit falls at the same point on any machine" in body
+        shown = re.search(r"n_timed_out\s+([\d.]+)", body)
+        assert shown and float(shown.group(1)) == stops, body.split("n_timed_out", 1)[1][:40]
