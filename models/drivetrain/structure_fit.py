@@ -145,7 +145,7 @@ def fit_settings(settings: GPSettings, n_starts: int = FIT_STARTS) -> GPSettings
 
 def continued(settings: GPSettings) -> GPSettings:
     """``settings`` with the identification's continuations on (:data:`CONTINUATION`, and
-    :data:`CONTINUATION_WORK` times the work limit)."""
+    :data:`CONTINUATION_WORK` times the work limit: a search's settings in, once)."""
     ident = settings.identification
     return replace(settings, identification=replace(
         ident, **CONTINUATION, work_limit=ident.work_limit * CONTINUATION_WORK))  # fmt: skip

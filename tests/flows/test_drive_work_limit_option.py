@@ -53,8 +53,10 @@ def test_a_search_stopped_by_its_work_limit_answers_alike_and_says_so(
 
     data = tmp_path / "rec.csv"
     reference_recording(RIGID, duration=1.2, noise=0.01, seed=2).to_csv(data, index=False)
+    # resume off: each run computed, none restored from the other's checkpoint
     study = DriveSearch(data=str(data), population=4, generations=1, workers=1, seed=1,
-                        register_model=False, rivals=False, work_limit=2e5)  # fmt: skip
+                        register_model=False, rivals=False, work_limit=2e5,
+                        resume=False)  # fmt: skip
     first = run_drive_search(study, runner="thread")
     again = run_drive_search(study, runner="thread")
     assert first.timed_out, "a limit of 2e5 state updates stopped no identification"

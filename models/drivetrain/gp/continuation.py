@@ -99,7 +99,7 @@ def _continue(
         try:
             if k == 0:  # the walls' stiffness is not the rule's at rest: resolve it
                 stage.min_substeps = resolved_substeps(stage, starts[0])
-            first = [*starts, best_gap(stage, starts[0])] if k == 0 else [lower(stage, z, given)]
+            first = [*starts, best_gap(stage, starts[0])] if k == 0 else [stage.better(z, given)]
             if len(first) > SCREEN_KEEP:
                 first = screened(stage, first, ident, minimise)
             timed_out, message = minimise(stage, first, max_nfev, ident, extend, fixed=k > 0)
@@ -129,17 +129,13 @@ def _continue(
     return timed_out, message
 
 
-def lower(stage: Objective, z: np.ndarray, given: np.ndarray) -> np.ndarray:
-    """Of the previous stage's optimum ``z`` and the fit's ``given`` start, the one ``stage``
-    fits better (one simulation each, counted; ``z`` on a tie).
-
-    Why: a wide smoothing's optimum can lie far from the exact law's. On the recovery
-    benchmark's seed-1 machine #1 (two_mass+viscous+backlash, 71 Hz cut-off) the truth costs
-    11.9, 4.47, 1.28 and 1.26 at w = 0.03, 0.003, 0.0003 and the exact law; the stages from a
-    start at 2.48 (the richer answer's parameters, its gravity dropped) ended at 6.55, 10.9
-    and 8.22, and the exact law at 8.37, where the given start costs 3.55 at w = 0.0003."""
-    costs = [float(r @ r) for r in (stage.residual(z), stage.residual(given))]
-    return given if costs[1] < costs[0] else z
+#: Why each narrower stage starts from the better of the previous stage's optimum and the
+#: fit's given start (``Objective.better``): a wide smoothing's optimum can lie far from the
+#: exact law's. On the recovery benchmark's seed-1 machine #1 (two_mass+viscous+backlash,
+#: 71 Hz cut-off) the truth costs 11.9, 4.47, 1.28 and 1.26 at w = 0.03, 0.003, 0.0003 and
+#: the exact law; the stages from a start at 2.48 (the richer answer's parameters, its
+#: gravity dropped) ended at 6.55, 10.9 and 8.22, and the exact law at 8.37, where the given
+#: start costs 3.55 at w = 0.0003.
 
 
 #: the first smoothed stage fits every start with at most this many evaluations, then only
@@ -277,7 +273,7 @@ def ladder_starts(
     if simpler is None or ("backlash" in spec.structure and not LADDER_WITH_BACKLASH):
         return springs + (mode_starts(objective) if simpler else [])
     modes = springs + mode_starts(objective)
-    fit = identify(replace(spec, structure=simpler, refine=True, refine_above=None))
+    fit = identify(replace(spec, structure=simpler, refine=True, refine_above=None, also=None))
     objective.nfev += fit.nfev
     model = objective.sim.model
     n_j = sum(1 for name in model.param_names if name[0] == "J")
@@ -315,7 +311,7 @@ def spring_starts(objective: Objective) -> list[np.ndarray]:
             p[i] *= factor if model.param_names[i][0] == "c" else np.sqrt(factor)
         z = objective.normalised(p)
         r = objective.raw_residual(z, objective.sim)
-        objective.nfev += 1
+        objective.count()
         with np.errstate(over="ignore"):  # a diverging start: inf, dropped below
             cost = float(r @ r) if np.all(np.isfinite(r)) else np.inf
         scored.append((cost, float(factor), z))

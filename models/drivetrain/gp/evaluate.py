@@ -70,7 +70,7 @@ from models.drivetrain.gp.continuation import (
     continue_smoothing,
     ladder_starts,
 )
-from models.drivetrain.gp.objective import Objective, TimeLimitReached
+from models.drivetrain.gp.objective import Clock, Objective, TimeLimitReached
 from models.drivetrain.gp.settings import GPSettings, IdentificationSettings
 from models.drivetrain.gp.signals import split_index
 from models.drivetrain.gp.solve import FLOOR, minimise, settle
@@ -104,7 +104,7 @@ class IndividualSpec:
     of ``key`` (the screening and the refinement are those of the two-call route). ``f_tanh``:
     the estimated gain ``start`` was fitted at (``gp.final_gain``'s centre; not ``identify``'s).
     ``also``: another start, taken instead of ``start`` where it fits better (one simulation
-    each, :func:`better_start`; the final stage's simpler neighbour: its own search fit and the
+    each, ``Objective.better``; the final stage's simpler neighbour: its own search fit and the
     best's parameters with what it drops removed)."""
 
     structure: tuple[str, ...]
@@ -194,22 +194,6 @@ def screened_samples(n_fit: int, ident: IdentificationSettings) -> int:
     return max(10, min(n_fit, round(n_fit * ident.screen_fraction)))
 
 
-def better_start(objective: Objective, z: np.ndarray, also: np.ndarray) -> np.ndarray:
-    """Of the start ``z`` (normalised) and the parameter vector ``also``, the one that fits
-    better at the objective's substeps (one simulation each, counted; ``z`` on a tie).
-
-    Why: the final stage fitted a simpler neighbour from its own fit in the search, which may
-    have stalled. On the recovery benchmark's seed-1 machine #1 the truth's search fit ended
-    at RSS 8.37 and the answer with its gravity dropped cost 2.48; from there the fit ends at
-    1.24, below the truth's own 1.26 (docs/drive.md)."""
-    other = objective.normalised(also)
-    try:
-        costs = [float(r @ r) for r in (objective.residual(z), objective.residual(other))]
-    except TimeLimitReached:  # (the fit itself then stops at once and says so)
-        return z
-    return other if costs[1] < costs[0] else z
-
-
 def _starts(
     spec: IndividualSpec, ident: IdentificationSettings, z_start: np.ndarray, seed: int
 ) -> tuple[list[np.ndarray], int]:
@@ -223,8 +207,11 @@ def _starts(
 
 
 def _identify(
-    spec: IndividualSpec, data: RecordingArrays, settings: GPSettings, seed: int
-) -> Evaluation:
+    spec: IndividualSpec, data: RecordingArrays, settings: GPSettings, seed: int,
+    clock: Clock | None = None,
+) -> Evaluation:  # fmt: skip
+    """One stage of :func:`identify`; ``clock``: the limits it shares (a ladder's fit of one
+    inertia fewer: its parent's), else its own."""
     t0 = time.perf_counter()
     ident = settings.identification
     kit: dict[str, Any] = settings.kit_options()
@@ -244,10 +231,16 @@ def _identify(
     model = cached_model(spec.structure, **kit)
     start = model.values({k: v for k, v in spec.start if k in model.param_names})
     sim = make(n_res, substeps(model, data.dt, 1, start))
-    objective = Objective(make, sim, data, n_fit, ident, start, t0)
+    objective = Objective(make, sim, data, n_fit, ident, start, clock or t0)
     starts, max_nfev = _starts(spec, ident, objective.best_z, seed)
-    if spec.also is not None:
-        starts[0] = better_start(objective, starts[0], model.values(dict(spec.also)))
+    if spec.also is not None:  # the better of two starts (``IndividualSpec.also``; on the
+        # recovery benchmark's seed-1 machine #1 the truth's search fit ended at RSS 8.37 and
+        # the answer with its gravity dropped cost 2.48; from there the fit ends at 1.24)
+        also = {k: v for k, v in spec.also if k in model.param_names}
+        try:
+            starts[0] = objective.better(starts[0], objective.normalised(model.values(also)))
+        except TimeLimitReached:  # (the fit itself then stops at once and says so)
+            pass
     given = starts[0]  # the spec's own start (a ladder's starts go before it)
     full_fit = spec.refine or not ident.screen_nfev
     extend = ident.extend_rounds if full_fit else 0
@@ -255,7 +248,8 @@ def _identify(
         # fit need not be exact: its backlash smoothing stops at the first width
         seeding = replace(settings, identification=replace(
             ident, backlash_smoothing=ident.backlash_smoothing[:1]))  # fmt: skip
-        starts[0:0] = ladder_starts(spec, objective, lambda s: _identify(s, data, seeding, seed))
+        starts[0:0] = ladder_starts(spec, objective, lambda s: _identify(
+            s, data, seeding, seed, objective.clock))  # fmt: skip
     widths = continuation_widths(spec.structure, ident) if full_fit else ()
     if widths:  # backlash: smoothed gap law first (models.drivetrain.gp.continuation)
         timed_out, message = continue_smoothing(make_for, objective, widths, starts, max_nfev,

@@ -181,6 +181,12 @@ class Objective:
         self._check(z, r)
         return r
 
+    def better(self, z: np.ndarray, other: np.ndarray) -> np.ndarray:
+        """Of the points ``z`` and ``other``, the one that fits better (one simulation each,
+        counted: :class:`TimeLimitReached` past a limit; ``z`` on a tie)."""
+        costs = [float(r @ r) for r in (self.residual(z), self.residual(other))]
+        return other if costs[1] < costs[0] else z
+
     def jacobian(self, z: np.ndarray) -> np.ndarray:
         """The residual's Jacobian at ``z`` (counted; the time limit enforced after it too: a
         Jacobian simulates the sensitivities of every parameter, and on EMPS a fit at 4096
@@ -203,6 +209,12 @@ class Objective:
         if cost < self.best_cost:
             self.best_cost, self.best_z, self.best_n = cost, z.copy(), self.sim.n_sub
         self.clock.charge(self.work)
+
+    def count(self) -> None:
+        """Count one simulation made outside :meth:`residual` (a start's screening: its work
+        charged, no limit checked there; the next residual checks it)."""
+        self.nfev += 1
+        self.clock.work += self.work
 
     @property
     def work(self) -> float:

@@ -226,3 +226,23 @@ def test_a_fit_starts_from_the_better_of_its_start_and_the_other(recording):
         assert identify(spec, data, s).rss <= good.rss * (1 + 1e-9)
     keys = {IndividualSpec(tuple(TRUTH), bad_start, also=a).key() for a in (None, good_start)}
     assert len(keys) == 2
+
+
+def test_a_ladders_fit_with_another_start_seeds_from_one_inertia_fewer_without_it() -> None:
+    """A three-mass spec with ``also`` (the final stage's neighbour the search had fitted):
+    its ladder seed, the two-mass fit, does not take the three-mass ``also`` (it named J3, c2,
+    d2: ``InputError`` and the search stopped), and names ``also`` cannot use are left out."""
+    from dataclasses import replace
+
+    from models.drivetrain.gp.evaluate import IndividualSpec, identify
+    from models.drivetrain.gp.recording import as_arrays
+
+    structure = ("three_mass", "viscous")
+    s = finalists.final_settings(GPSettings(allowed=("three_mass", "viscous")))
+    s = replace(s, identification=replace(s.identification, max_nfev=2, extend_rounds=0,
+                                          jit=False, n_starts=1))  # fmt: skip
+    rec = reference_recording(["three_mass", "viscous"], duration=0.3)
+    nominal = {sp.name: sp.nominal for k in structure for sp in s.specs(k)}
+    also = tuple(sorted((nominal | {"f_C": 1.0}).items()))  # f_C: not this model's
+    ev = identify(IndividualSpec(structure, (), refine=True, also=also), as_arrays(rec), s)
+    assert ev.structure == structure and ev.rss > 0
