@@ -253,8 +253,9 @@ def run_search(args, bench: Bench) -> None:
                 continue
             try:
                 rows.append(done[i] if i in done else search_one(i, m, rec, args))
-            except InputError:
+            except InputError as err:  # named: a refusal is a miss, and a crash shows here
                 kinds["refused by the scales"] += 1
+                print(f"  # {i} {m.kind}: refused ({err})"[:600], flush=True)
                 continue
             if i not in done:
                 append_row(args.rows, args, rows[-1])
