@@ -37,21 +37,27 @@ WIDENED = {"from_prefilter_hz": 25.0, "to_prefilter_hz": 110.0, "periodic": PEAK
            "second_evaluations": 70}  # fmt: skip
 
 
+def _recorder(uri: str, tmp_path: Path, monkeypatch):
+    """The drive runs' recorder on the MLflow server at ``uri`` (the environment set to it)."""
+    from runtime.settings import load_settings
+    from tasks.drive.records import DriveRecorder
+    from tracking.mlflow_tracker import Tracker
+
+    env = {"GREYLAB_HOME": str(tmp_path / "home"), "MLFLOW_TRACKING_URI": uri}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return DriveRecorder("drive-structure-search", Tracker(load_settings(env)))
+
+
 def test_the_drive_run_page_ends_at_the_answer(tmp_path: Path, monkeypatch) -> None:
     from models.drivetrain.excitation import reference_recording
     from models.drivetrain.gp.search import StructureSearch
     from models.drivetrain.gp.settings import IdentificationSettings
     from models.drivetrain.search_evidence import search_evidence
-    from runtime.settings import load_settings
-    from tasks.drive.records import DriveRecorder
     from tasks.drive.result import DriveResult
-    from tracking.mlflow_tracker import Tracker
 
     with mlflow_ui_server(tmp_path) as uri, chromium() as browser:
-        env = {"GREYLAB_HOME": str(tmp_path / "home"), "MLFLOW_TRACKING_URI": uri}
-        for key, value in env.items():
-            monkeypatch.setenv(key, value)
-        recorder = DriveRecorder("drive-structure-search", Tracker(load_settings(env)))
+        recorder = _recorder(uri, tmp_path, monkeypatch)
         recording = reference_recording(["one_mass", "viscous", "coulomb"], duration=0.6)
         with recorder.session({"population": 2, "generations": 1}) as run_id:
             search = StructureSearch(
@@ -129,16 +135,10 @@ def test_the_run_page_tells_the_identifications_a_limit_stopped(
     from models.drivetrain.gp.search import StructureSearch
     from models.drivetrain.gp.settings import IdentificationSettings
     from models.drivetrain.search_evidence import search_evidence
-    from runtime.settings import load_settings
-    from tasks.drive.records import DriveRecorder
     from tasks.drive.result import DriveResult
-    from tracking.mlflow_tracker import Tracker
 
     with mlflow_ui_server(tmp_path) as uri, chromium() as browser:
-        env = {"GREYLAB_HOME": str(tmp_path / "home"), "MLFLOW_TRACKING_URI": uri}
-        for key, value in env.items():
-            monkeypatch.setenv(key, value)
-        recorder = DriveRecorder("drive-structure-search", Tracker(load_settings(env)))
+        recorder = _recorder(uri, tmp_path, monkeypatch)
         recording = reference_recording(["one_mass", "viscous", "coulomb"], duration=0.6)
         ident = IdentificationSettings(n_starts=1, max_nfev=15, jit=False, work_limit=2e4)
         with recorder.session({"population": 2, "generations": 1}) as run_id:
