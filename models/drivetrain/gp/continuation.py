@@ -63,8 +63,9 @@ def continue_smoothing(
     ``objective`` from the last smooth point; returns (timed out, message) as ``minimise``.
     ``make_for(w)`` is the ``make`` of the objective with smoothing ``w``; the simulations of
     every stage count in ``objective.nfev``. ``given``: the fit's own start among ``starts``
-    (default the first; a ladder's starts come before it), which each narrower stage and the
-    exact law start from where it fits better than the previous stage's optimum."""
+    (default the first; a ladder's starts come before it), one of the exact law's candidates:
+    the fit never ends above it (on the recovery benchmark's seed-1 machine #1 the exact law
+    measured a ladder spring start in its place, and a fit from 2.48 ended at 8.37)."""
     given = starts[0] if given is None else given
     return _continue(make_for, objective, widths, starts, max_nfev, ident, extend, minimise,
                      settle, given)  # fmt: skip
@@ -99,7 +100,7 @@ def _continue(
         try:
             if k == 0:  # the walls' stiffness is not the rule's at rest: resolve it
                 stage.min_substeps = resolved_substeps(stage, starts[0])
-            first = [*starts, best_gap(stage, starts[0])] if k == 0 else [stage.better(z, given)]
+            first = [*starts, best_gap(stage, starts[0])] if k == 0 else [z]
             if len(first) > SCREEN_KEEP:
                 first = screened(stage, first, ident, minimise)
             timed_out, message = minimise(stage, first, max_nfev, ident, extend, fixed=k > 0)
@@ -127,15 +128,6 @@ def _continue(
         for candidate in candidates:
             objective.residual(candidate)
     return timed_out, message
-
-
-#: Why each narrower stage starts from the better of the previous stage's optimum and the
-#: fit's given start (``Objective.better``): a wide smoothing's optimum can lie far from the
-#: exact law's. On the recovery benchmark's seed-1 machine #1 (two_mass+viscous+backlash,
-#: 71 Hz cut-off) the truth costs 11.9, 4.47, 1.28 and 1.26 at w = 0.03, 0.003, 0.0003 and
-#: the exact law; the stages from a start at 2.48 (the richer answer's parameters, its
-#: gravity dropped) ended at 6.55, 10.9 and 8.22, and the exact law at 8.37, where the given
-#: start costs 3.55 at w = 0.0003.
 
 
 #: the first smoothed stage fits every start with at most this many evaluations, then only
