@@ -235,7 +235,7 @@ def _identify(
     starts, max_nfev = _starts(spec, ident, objective.best_z, seed)
     if spec.also is not None:  # the better of two starts (``IndividualSpec.also``; on the
         # recovery benchmark's seed-1 machine #1 the truth's search fit ended at RSS 8.37 and
-        # the answer with its gravity dropped cost 2.48; from there the fit ends at 1.24)
+        # the answer with its gravity dropped cost 2.48)
         also = {k: v for k, v in spec.also if k in model.param_names}
         try:
             starts[0] = objective.better(starts[0], objective.normalised(model.values(also)))

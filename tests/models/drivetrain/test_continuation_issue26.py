@@ -127,10 +127,9 @@ def test_a_fit_whose_smoothed_stages_stray_keeps_its_own_start() -> None:
     had ended at 8.37. From the answer's parameters with its gravity dropped (here to 4
     digits) the smoothed stages strayed (6.55, 10.9, 8.22 at w = 0.03, 0.003, 0.0003) and the
     exact law's candidates had lost the given start behind the ladder's spring starts: the fit
-    ended at 8.37 from a start at 2.49. Now each narrower stage and the exact law start from
-    the given point where it fits better (measured: ends at 2.487, its start's own RSS; from
-    the answer's unrounded parameters at 1.242, below the truth's 1.261: the exact gap law
-    has local minima in alpha, docs/drive.md)."""
+    ended at 10.16 from a start at 2.49. Now the exact law measures the given start (measured:
+    the fit ends at 2.487, its start's own RSS; the exact gap law has local minima in alpha
+    that the fit cannot leave, docs/drive.md)."""
     from dataclasses import replace
 
     from benchmarks._drive_machines import machine_recording, preset_settings
