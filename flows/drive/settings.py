@@ -154,8 +154,7 @@ class DriveSearch(BaseModel):
         description="Each identification's budget in state updates (its simulations' "
         "substeps x samples x states, a Jacobian 1 + parameters times): a fit it stops stops "
         "at the same point on any machine, where the wall-clock limit (120 s; 600 s for a "
-        "named structure, which also gets 5x this) depends on the load; 0 = none "
-        "(benchmarks/drive_work_rate.py measures what a limit means in seconds)",
+        "named structure, which also gets 5x this) depends on the load; 0 = none",
     )
     batch_size: int = Field(0, ge=0, description="Individuals per task; 0 = spread over workers")
     workers: Annotated[int, Limit("GREYLAB_MAX_WORKERS")] = Field(

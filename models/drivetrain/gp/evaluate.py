@@ -206,6 +206,20 @@ def _starts(
     return [z_start] + [rng.uniform(0, 1, z_start.size) for _ in range(n_starts - 1)], max_nfev
 
 
+def _or_also(spec: IndividualSpec, objective: Objective, z: np.ndarray) -> np.ndarray:
+    """The start ``z``, or ``spec.also`` (its names of the model) where that fits better
+    (``IndividualSpec.also``; on the recovery benchmark's seed-1 machine #1 the truth's search
+    fit had ended at RSS 8.37 and the answer with its gravity dropped cost 2.48)."""
+    if spec.also is None:
+        return z
+    model = objective.sim.model
+    also = {k: v for k, v in spec.also if k in model.param_names}
+    try:
+        return objective.better(z, objective.normalised(model.values(also)))
+    except TimeLimitReached:  # (the fit itself then stops at once and says so)
+        return z
+
+
 def _identify(
     spec: IndividualSpec, data: RecordingArrays, settings: GPSettings, seed: int,
     clock: Clock | None = None,
@@ -233,14 +247,7 @@ def _identify(
     sim = make(n_res, substeps(model, data.dt, 1, start))
     objective = Objective(make, sim, data, n_fit, ident, start, clock or t0)
     starts, max_nfev = _starts(spec, ident, objective.best_z, seed)
-    if spec.also is not None:  # the better of two starts (``IndividualSpec.also``; on the
-        # recovery benchmark's seed-1 machine #1 the truth's search fit ended at RSS 8.37 and
-        # the answer with its gravity dropped cost 2.48)
-        also = {k: v for k, v in spec.also if k in model.param_names}
-        try:
-            starts[0] = objective.better(starts[0], objective.normalised(model.values(also)))
-        except TimeLimitReached:  # (the fit itself then stops at once and says so)
-            pass
+    starts[0] = _or_also(spec, objective, starts[0])
     given = starts[0]  # the spec's own start (a ladder's starts go before it)
     full_fit = spec.refine or not ident.screen_nfev
     extend = ident.extend_rounds if full_fit else 0
