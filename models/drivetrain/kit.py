@@ -57,6 +57,9 @@ class StateSpace:
     state_names: tuple[str, ...]
     f_tanh: float
     backlash_smoothing: float = 0.0
+    #: ``f`` with the gap state free of its walls (``lambda' = raw``): the exact gap law's
+    #: flight between impacts (``models.drivetrain.simulate`` locates the impacts); else None
+    f_free: ca.SX | None = None
 
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -69,6 +72,11 @@ class StateSpace:
     def rhs(self) -> ca.SX:
         """``A x + B u + f`` (n_x SX)."""
         return ca.mtimes(self.A, self.x) + ca.mtimes(self.B, self.u) + self.f
+
+    def rhs_free(self) -> ca.SX:
+        """``A x + B u + f_free``: the exact gap law in flight (no walls)."""
+        assert self.f_free is not None, "only a model with the exact gap law has a flight law"
+        return ca.mtimes(self.A, self.x) + ca.mtimes(self.B, self.u) + self.f_free
 
     def output(self) -> ca.SX:
         return ca.mtimes(self.C, self.x) + ca.mtimes(self.D, self.u) + self.g
@@ -223,14 +231,15 @@ def _coulomb_stribeck(
 def _add_backlash(
     A: ca.SX, f: ca.SX, q: list[ca.SX], dq: list[ca.SX], sym: Mapping[str, ca.SX],
     smoothing: float = 0.0,
-) -> tuple[ca.SX, ca.SX, ca.SX]:  # fmt: skip
+) -> tuple[ca.SX, ca.SX, ca.SX, ca.SX | None]:  # fmt: skip
     """Step 4, backlash between inertias 1 and 2: ``A`` and ``f`` extended by the gap state
     ``lambda`` (last row and column), and ``lambda``. ``smoothing`` = 0: the exact gap law
     (``lambda`` stops at the walls 0 and ``-2 alpha``); ``w = smoothing`` > 0: the walls as
     smooth steps of width ``w alpha``, ``lambda' = raw - H(lambda) max(0, raw) -
     H(-2 alpha - lambda) min(0, raw)``, ``H(s) = (1 + tanh(s / (w alpha))) / 2``: a model
     differentiable in its parameters, used only inside an identification's continuation
-    (``models.drivetrain.gp.continuation``; it tends to the exact law as ``w -> 0``)."""
+    (``models.drivetrain.gp.continuation``; it tends to the exact law as ``w -> 0``). The
+    exact law also returns ``f`` in flight (``lambda' = raw``, no walls; else None)."""
     n = len(q)
     lam = ca.SX.sym("lambda")
     i1, i2, il = n, n + 1, 2 * n  # rows of dq1, dq2; column of lambda
@@ -250,10 +259,18 @@ def _add_backlash(
         f_lam = ca.if_else(
             lam >= 0, ca.fmin(0, raw), ca.if_else(lam <= -2 * alpha, ca.fmax(0, raw), raw)
         )
-    f[il] += f_lam
-    f[i1] += A[i1, n + 1] * f_lam  # damping feedback (d/J1) f_lambda
-    f[i2] += -A[i2, n] * f_lam
-    return A, f, lam
+    flight = None if smoothing > 0 else _with_gap_rate(A, f, raw, n)
+    return A, _with_gap_rate(A, f, f_lam, n), lam, flight
+
+
+def _with_gap_rate(A: ca.SX, f: ca.SX, rate: ca.SX, n: int) -> ca.SX:
+    """``f`` with the gap state's rate ``lambda' = rate`` and its damping feedback
+    ``(d/J) rate`` into the rows of ``dq1`` and ``dq2``."""
+    f = ca.SX(f)
+    f[2 * n] += rate
+    f[n] += A[n, n + 1] * rate
+    f[n + 1] += -A[n + 1, n] * rate
+    return f
 
 
 def assemble(
@@ -273,6 +290,7 @@ def assemble(
         raise InputError(f"backlash_smoothing must be >= 0, got {backlash_smoothing!r}")
     specs, sym = _parameter_symbols(kinds, nominals, bounds)
     (multi,) = [k for k in kinds if k in MULTI_MASS]
+    f_free = None
     n = multi.n_masses
 
     # 1. multi-mass ladder: M q'' + Dm q' + K q = tau (tau: one torque per inertia)
@@ -293,7 +311,7 @@ def assemble(
 
     # 4. backlash between inertias 1 and 2 (seed eqs. 3-5, steps 1-5 of the paper)
     if Submodel.BACKLASH in kinds:
-        A, f, lam = _add_backlash(A, f, q, dq, sym, backlash_smoothing)
+        A, f, lam, f_free = _add_backlash(A, f, q, dq, sym, backlash_smoothing)
         x_list.append(lam)
         names.append("lambda")
 
@@ -314,6 +332,7 @@ def assemble(
         C = ca.horzcat(C, D)
         D = ca.SX.zeros(1, 1)
         f = ca.vertcat(f, 0)
+        f_free = None if f_free is None else ca.vertcat(f_free, 0)
         x_list.append(i_l)
         names.append("i_L")
 
@@ -328,4 +347,5 @@ def assemble(
         state_names=tuple(names),
         f_tanh=float(f_tanh),
         backlash_smoothing=float(backlash_smoothing) if Submodel.BACKLASH in kinds else 0.0,
+        f_free=f_free,
     )  # fmt: skip

@@ -54,14 +54,14 @@ from models.drivetrain.submodels import parse_structure
 
 #: starts of a named structure's identification (the search's own ``n_starts`` if larger)
 FIT_STARTS = 8
-#: a named structure's fit continues in the backlash smoothing and from one inertia fewer
-#: (``IdentificationSettings``; off in a search, for its time), with rounds of 100 evaluations
+#: a named structure's fit continues from one inertia fewer (``IdentificationSettings``; off
+#: in a search, for its time; no backlash smoothing: the exact gap law's sensitivities carry
+#: its impacts, ``models.drivetrain.simulate``), with rounds of 100 evaluations
 #: (40: a four-mass's fit crept along a valley, < 1 % per round, and stopped at 1e-3 of
 #: ``sum y^2``; with 100 exact, ``drive_recovery kit``) and a time limit of 600 s (a four-mass
 #: with backlash fits a three- and a two-mass first: 120 s cut it short at load 5 on 2 cores)
 CONTINUATION: dict[str, Any] = {
-    "backlash_smoothing": (0.03, 0.003, 0.0003), "ladder_seed": True, "max_nfev": 100,
-    "time_limit_s": 600.0,
+    "ladder_seed": True, "max_nfev": 100, "time_limit_s": 600.0,
 }  # fmt: skip
 #: a named structure's work limit, where the search's settings set one, is this many times
 #: the search's (``IdentificationSettings.work_limit``; as its 600 s are 5x a search's 120 s)

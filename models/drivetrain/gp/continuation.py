@@ -1,5 +1,10 @@
-"""Continuation in the backlash smoothing: how a full identification of a structure with
-backlash reaches the exact gap law's optimum (issue 26).
+"""Continuations of a full identification (issue 26): from one inertia fewer and over a
+grid of spring scales (ladders, below), and, off by default since 2026-12-07, in the backlash
+smoothing (``IdentificationSettings.backlash_smoothing``; ``structure_fit.CONTINUATION`` no
+longer sets it: the exact law now locates its impacts, ``models.drivetrain.simulate``, and
+its own fit reaches the optimum, e.g. the kit's two_mass+coulomb+backlash to 1.3e-27 of
+``sum y^2`` in 1.3 s where this smoothing took 22 s to 1.5e-9). What follows describes the
+smoothing as it was needed until then.
 
 Why: the exact gap law (``models.drivetrain.kit``: ``lambda`` stops at the walls ``0`` and
 ``-2 alpha`` through ``if_else``) makes the discrete simulation piecewise smooth in the

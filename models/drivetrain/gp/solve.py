@@ -118,6 +118,10 @@ def settle(
         except LimitError as exc:
             return timed_out, f"substeps not settled: stability at the end point: {exc}"[:400]
         if target == n and accuracy:
+            if not objective.within_limits(2 * n):  # the check itself would pass the limit
+                return timed_out, (f"substeps kept at {n}: the accuracy check needs {2 * n} "
+                                   f"(beyond the machine limit, {budget.MAX_SUBSTEPS} / "
+                                   f"{budget.MAX_WORK})")  # fmt: skip
             r_n = objective.raw_residual(z, objective.sim)
             # one simulation: interpreted, no C compile for a count that may never be used
             finer = objective.make(objective.sim.n_samples, 2 * n, native=False)

@@ -131,7 +131,7 @@ def test_a_current_loop_and_a_dead_time_are_swapped_with_their_time_constant():
 def test_final_settings_continue_without_screening_in_the_search_time_limit():
     s = GPSettings(identification=IdentificationSettings(time_limit_s=77.0))
     ident = finalists.final_settings(s).identification
-    assert ident.screen_nfev == 0 and ident.ladder_seed and ident.backlash_smoothing
+    assert ident.screen_nfev == 0 and ident.ladder_seed and not ident.backlash_smoothing
     assert ident.max_nfev == 100 and ident.time_limit_s == 77.0
 
 
