@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from benchmarks._report import Bench, add_arguments
 from models.drivetrain import assemble
+from models.drivetrain.gap import gap_substep, rk4
 from models.drivetrain.gp.presets import data_settings
 from models.drivetrain.jit import compiled_many
 from models.drivetrain.scales import estimate_scales
@@ -74,12 +75,12 @@ def unrolled(model, u: np.ndarray, dt: float) -> float:
         x,
         dt / n_sub,
     )
-    for j in range(n_sub):
-        ua, um, ub = (u01[0] + (u01[1] - u01[0]) * (s / n_sub) for s in (j, j + 0.5, j + 1))
-        k1 = fx(xk, ua, p)
-        k2 = fx(xk + h / 2 * k1, um, p)
-        k3 = fx(xk + h / 2 * k2, um, p)
-        xk = xk + h / 6 * (k1 + 2 * k2 + 2 * k3 + fx(xk + h * k3, ub, p))
+    for j in range(n_sub):  # the same substep as the simulator's (with backlash: gap.py's)
+        u3 = ca.vertcat(*(u01[0] + (u01[1] - u01[0]) * (s / n_sub) for s in (j, j + 0.5, j + 1)))
+        if model.f_free is not None:
+            xk = gap_substep(model, fx, xk, u3, h)
+        else:
+            xk = rk4(fx, xk, [u3[0], u3[1], u3[2]], p, h)
     sens = ca.SX.sym("S", nx, p.size1())
     sens_next = ca.mtimes(ca.jacobian(xk, x), sens) + ca.jacobian(xk, p)
     with tempfile.TemporaryDirectory(prefix="greylab-jit-") as cache:

@@ -29,7 +29,7 @@ those every identifiable parameter within 10 % and every true value inside its 9
 the reference excitation, nominal parameters) of random structures of up to 4 submodels; the
 true structure's identification must reach RSS <= 1e-6 of the output's sum of squares.
 ``single`` and ``kit`` fit with ``drive fit``'s continuations (``structure_fit.CONTINUATION``:
-smoothed backlash, ladder starts; ``--continuation off``: the search's own fit). Failures are
+ladder starts, rounds of 100; ``--continuation off``: the search's own fit). Failures are
 printed by kind (``kit``: truth outside the box, the truth not exact in the fit's model, or a
 stalled fit); ``search`` also its choice by the evidence (``gp.selection``) and prefilter
 (``--prefilter spectrum``: the cut-off the recording's spectrum suggests; ``--prefilter 80``: 80 Hz;

@@ -23,7 +23,7 @@ The cost is at most ``len(GAIN_FACTORS) + 2 + PARABOLA_STEPS`` identifications (
 
 :func:`warm_profile` is the search's final stage's cheaper variant (``gp.final_gain``): the
 structure is identified once at ``f_tanh`` as the stage identifies it (continuations, ladder
-starts, smoothed backlash), then every other gain is refitted from the fit of the gain next to
+starts), then every other gain is refitted from the fit of the gain next to
 it towards the centre, with one start and without the ladder or backlash continuations (the
 gain moves the optimum a little: the friction levels follow, the rest stays). The grid walks
 out from the centre (``x 2``, ``x 5`` up; ``x 0.5``, ``x 0.2`` down) and stops on a side whose

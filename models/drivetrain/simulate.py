@@ -15,13 +15,7 @@ stability count is doubled until the outputs at ``n_sub`` and ``2 n_sub`` differ
 error first order in ``h``, the error at ``n_sub`` would be about twice that difference: its
 sum of squares at most ``4 SIM_ACCURACY = 1e-8`` of the output's).
 
-Backlash (the exact gap law): each substep locates its impact on a wall (:func:`_gap_substep`)
-instead of switching the law at RK4's stages. Measured on the kit's backlash reference
-(two_mass+coulomb+backlash, 3 s at 1 kHz, against 512 substeps): the output's squared error
-relative to its variance is 3.8e-10 at 2 substeps and 1.5e-11 at 4, where the switching law
-had 1.4e-4 and 6.8e-5 (2.4e-8 at 128); the sensitivities agree with central differences
-within 0.2 % (they missed the impacts' timing, ``alpha``'s column was zero). A substep costs
-about 2x the switching law's, its sensitivities 2-3x.
+Backlash: the exact gap law's substeps locate their impacts (``models.drivetrain.gap``).
 
 Delay: ``u(t - T_d)`` by linear interpolation between samples (a hat-function convolution,
 differentiable in ``T_d``); before the record starts the first sample is held.
@@ -41,6 +35,7 @@ import numpy as np
 from methods.errors import InputError
 from models import budget
 from models.budget import SimulationCost
+from models.drivetrain.gap import gap_substep, rk4
 from models.drivetrain.kit import StateSpace, assemble
 from models.drivetrain.submodels import DEFAULT_F_TANH, Submodel, canonical
 from models.drivetrain.substeps import explicit_substeps, rule_substeps, stiffness_reason
@@ -134,61 +129,6 @@ class CompiledSimulator:
         return built
 
 
-def _rk4(fx: ca.Function, x: ca.SX, u3: list, p: ca.SX, h: ca.SX | float) -> ca.SX:
-    """One classical RK4 step of ``x' = fx(x, u, p)`` over ``h``, inputs ``[u_a, u_mid, u_b]``."""
-    k1 = fx(x, u3[0], p)
-    k2 = fx(x + h / 2 * k1, u3[1], p)
-    k3 = fx(x + h / 2 * k2, u3[1], p)
-    k4 = fx(x + h * k3, u3[2], p)
-    return x + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
-
-
-def _gap_substep(model: StateSpace, fx: ca.Function, x: ca.SX, u3: ca.SX, h: float) -> ca.SX:
-    """One substep of the exact gap law with its impact located.
-
-    Inside the gap (``-2 alpha < lambda < 0``) a flight step (``lambda' = raw``, no walls,
-    smooth). When it leaves the gap, the impact's fraction ``s`` of the substep is found on the
-    step's cubic Hermite interpolant (linear guess, one Newton step), the state there is the
-    interpolant's with ``lambda`` on the wall, and the rest ``(1 - s) h`` is a step of the wall
-    law. On a wall, a step of the wall law over ``h``. The end state's ``lambda`` is clipped to
-    ``[-2 alpha, 0]``. The map is continuous in ``x`` and ``p`` (``s -> 1``: the flight step;
-    ``s -> 0``: the wall step) and differentiable between impacts, so the sensitivities carry
-    the impacts' timing (the saltation terms a fixed-step if-else law drops)."""
-    p, il = model.p, model.state_names.index("lambda")
-    alpha = p[model.param_names.index("alpha")]
-    free = ca.Function("fx_free", [model.x, model.u, model.p], [model.rhs_free()])
-    ua, um, ub = u3[0], u3[1], u3[2]
-    flight = _rk4(free, x, [ua, um, ub], p, h)
-    lam0, lam1 = x[il], flight[il]
-    inside = ca.logic_and(lam0 < 0, lam0 > -2 * alpha)
-    impact = ca.logic_and(inside, ca.logic_or(lam1 > 0, lam1 < -2 * alpha))
-    wall = ca.if_else(lam1 > 0, 0, -2 * alpha)
-    f0, f1 = free(x, ua, p), free(flight, ub, p)
-
-    def hermite(s: ca.SX) -> tuple[ca.SX, ca.SX]:  # the interpolant and its d/ds
-        basis = [2 * s**3 - 3 * s**2 + 1, h * (s**3 - 2 * s**2 + s), 3 * s**2 - 2 * s**3,
-                 h * (s**3 - s**2)]  # fmt: skip
-        slopes = [6 * s**2 - 6 * s, h * (3 * s**2 - 4 * s + 1), 6 * s - 6 * s**2,
-                  h * (3 * s**2 - 2 * s)]  # fmt: skip
-        points = [x, f0, flight, f1]
-        return (sum(b * v for b, v in zip(basis, points, strict=True)),
-                sum(d * v for d, v in zip(slopes, points, strict=True)))  # fmt: skip
-
-    span = ca.if_else(impact, lam1 - lam0, 1)
-    guess = ca.fmin(1, ca.fmax(0, (wall - lam0) / span))
-    at, slope = hermite(guess)
-    newton = guess - (at[il] - wall) / ca.if_else(impact, slope[il], 1)
-    s = ca.if_else(ca.logic_and(newton >= 0, newton <= 1), newton, guess)
-    mid, _ = hermite(s)
-    mid = ca.vertcat(mid[:il], wall, mid[il + 1 :])
-    s = ca.if_else(impact, s, 0)
-    start = ca.if_else(impact, mid, x)
-    us = ua + s * (ub - ua)  # the first-order hold inside the substep
-    rest = _rk4(fx, start, [us, (us + ub) / 2, ub], p, (1 - s) * h)
-    xn = ca.if_else(ca.logic_and(inside, ca.logic_not(impact)), flight, rest)
-    return ca.vertcat(xn[:il], ca.fmin(0, ca.fmax(-2 * alpha, xn[il])), xn[il + 1 :])
-
-
 def _substep(model: StateSpace, h: float, n_q: int) -> tuple[ca.Function, ca.Function]:
     """One RK4 substep of length ``h`` (inputs ``[u_a, u_mid, u_b]``) and the same with forward
     sensitivities ``S = dx/dq`` for ``q = [p, u_0, u_1]`` (``n_q = n_p``: ``p`` alone;
@@ -197,9 +137,9 @@ def _substep(model: StateSpace, h: float, n_q: int) -> tuple[ca.Function, ca.Fun
     fx = ca.Function("fx", [model.x, model.u, model.p], [model.rhs()])
     x, p, u3, w = model.x, model.p, ca.SX.sym("u3", 3), ca.SX.sym("w", 3, 2)
     if model.f_free is not None:
-        xn = _gap_substep(model, fx, x, u3, h)
+        xn = gap_substep(model, fx, x, u3, h)
     else:
-        xn = _rk4(fx, x, [u3[0], u3[1], u3[2]], p, h)
+        xn = rk4(fx, x, [u3[0], u3[1], u3[2]], p, h)
     sens = ca.SX.sym("S", x.size1(), n_q)
     if model.f_free is not None:
         # forward mode, one direction per column of S, d x+/d q = (d x+/d x) S + d x+/d q: the
@@ -231,7 +171,8 @@ def _sample_step(model: StateSpace, n_sub: int, dt: float, delay: bool) -> list[
     The substeps are a loop (``fold``) over one compiled substep rather than an unrolled
     expression: generated code and compile time do not grow with ``n_sub``, and the small
     working set makes the Jacobian 3.2x faster for an EMPS two-mass model with backlash (same
-    numbers to rounding; ``benchmarks/drive_jit.py`` rebuilds the unrolled one as baseline)."""
+    numbers to rounding; measured with the switching gap law before ``models.drivetrain.gap``;
+    ``benchmarks/drive_jit.py`` rebuilds the unrolled one as baseline)."""
     nx, n_p = model.x.size1(), model.p.size1()
     n_q = n_p + 2 if delay else n_p
     sub, sub_s = _substep(model, dt / n_sub, n_q)

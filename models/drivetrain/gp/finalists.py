@@ -5,7 +5,7 @@ answer is chosen.
 Why: inside the search a structure gets a cheap identification (screening, one refinement of
 40 evaluations, two starts); a multi-mass ladder or a backlash structure stalls there where
 ``drive fit``'s continuations (``structure_fit.CONTINUATION``: rounds of 100 evaluations,
-starts from the fit of one inertia fewer, the smoothed gap law) reach the noise floor. On the
+starts from the fit of one inertia fewer and from a grid of springs) reach the noise floor. On the
 recovery benchmark's machines (``benchmarks/drive_recovery.py search``) the search then
 answered a richer structure whose extra submodels made up for the true one's stalled fit.
 

@@ -69,12 +69,13 @@ class IdentificationSettings:
     this many more rounds of ``max_nfev``.
     ``backlash_smoothing`` (issue 26; empty: off): a full identification of a structure with
     backlash first fits the smoothed gap law with these widths (shares of ``alpha``, widest
-    first), then the exact law from there (``models.drivetrain.gp.continuation``).
+    first), then the exact law from there (``models.drivetrain.gp.continuation``); off in
+    a named structure's fit too since 2026-12-07 (the exact law locates its impacts).
     ``ladder_seed`` (issue 26; off): a full identification of a three- or four-mass structure
     also starts from the fit of the same structure with one inertia fewer (its last inertia
     split, joined by a spring like or 10x stiffer than the others; ``from_simpler``).
-    Both are off in a search (an EMPS search refining backlash structures hit the 120 s time
-    limit) and on in the fit of a named structure (``structure_fit.fit_settings``:
+    The ladder is off in a search (an EMPS search refining backlash structures hit the 120 s
+    time limit) and on in the fit of a named structure (``structure_fit.fit_settings``:
     ``CONTINUATION``).
     """
 
@@ -193,8 +194,8 @@ class GPSettings:
       never tried (``benchmarks/drive_search.py rates --noise-percent 1``).
     - ``final_top`` (issue 26; 0 = off, the ``data`` preset's 3): after the local search, the
       ``final_top`` fittest structures and every structure one step simpler than the best are
-      identified again with a named structure's continuations (``drive fit``'s: smoothed
-      backlash, ladders from one inertia fewer, rounds of 100 evaluations) and the fittest
+      identified again with a named structure's continuations (``drive fit``'s: ladders from
+      one inertia fewer, rounds of 100 evaluations) and the fittest
       becomes the best; when it moved, its simpler neighbours likewise, ``final_rounds`` rounds
       in all (``models.drivetrain.gp.finalists``): inside the search a multi-mass or backlash
       fit stalls and a richer structure makes up for it.

@@ -16,12 +16,14 @@ from models import budget
 from models.budget import LimitError
 from models.drivetrain.gp.objective import Objective, TimeLimitReached
 from models.drivetrain.gp.settings import IdentificationSettings
+from models.drivetrain.simulate import OPTIMISE_WORK
 from models.drivetrain.substeps import power_of_two
 
 FLOOR = 1e-14  # RSS floor relative to the output's sum of squares about its mean
 #: accuracy by step doubling (module docstring): ``sum (r_2n - r_n)^2 <= ACCURACY * cost``.
-#: Why 0.0025: RK4 with backlash's switching converges to first order only, so the error of
-#: the ``n_sub`` solution is about ``2 (r_n - r_2n)`` (for smooth models ``16/15`` of it); the
+#: Why 0.0025: were RK4's error first order (backlash's switching law until 2026-12-07; the
+#: located impacts, ``models.drivetrain.gap``, converge irregularly, about second order), the
+#: error of the ``n_sub`` solution would be about ``2 (r_n - r_2n)`` (smooth: ``16/15``); the
 #: bound keeps the discretisation error's sum of squares at most 1 % of the residual's (its
 #: RMS at most 10 % of the residual's RMS: on a fit at the noise floor, 10 % of the noise),
 #: so that the fit's parameters are those of the machine, not of the integrator.
@@ -32,10 +34,12 @@ ACCURACY = 0.0025
 ACCURACY_FLOOR = 1e-6
 #: at most this many raises of the substep count after a fit (each may jump several doublings)
 SETTLE_ROUNDS = 6
-#: one raise multiplies the count by at most this (an estimate from a first-order error)
+#: one raise multiplies the count by at most this (an estimate from a first-order error, the
+#: slowest convergence)
 MAX_JUMP = 16
 #: the accuracy raises go on only while the step-doubling difference at least halves from
-#: one raise to the next (a first-order error falls 4x per doubling)
+#: one raise to the next (a first-order error's square falls 4x per doubling; the located
+#: impacts' measured 3.7-88x)
 CONVERGENCE = 0.5
 EXTEND_GAIN = 0.01  # a round that lowers the cost by more than this share has not stalled
 
@@ -123,8 +127,7 @@ def settle(
                                    f"(beyond the machine limit, {budget.MAX_SUBSTEPS} / "
                                    f"{budget.MAX_WORK})")  # fmt: skip
             r_n = objective.raw_residual(z, objective.sim)
-            # one simulation: interpreted, no C compile for a count that may never be used
-            finer = objective.make(objective.sim.n_samples, 2 * n, native=False)
+            finer = objective.make(objective.sim.n_samples, 2 * n, native=_heavy(objective, 2 * n))
             r_2n = objective.raw_residual(z, finer)
             cost = float(r_n @ r_n) if np.all(np.isfinite(r_n)) else np.inf
             diff = float(np.sum((r_2n - r_n) ** 2)) if np.isfinite(cost) else np.inf
@@ -147,6 +150,17 @@ def settle(
         if timed_out:
             return timed_out, message
     return timed_out, message
+
+
+def _heavy(objective: Objective, n_sub: int) -> bool:
+    """Whether the step-doubling check's one simulation at ``n_sub`` is worth compiling: a
+    light one runs interpreted (no C compile for a count that may never be used), a heavy one
+    (``simulate.OPTIMISE_WORK`` state updates or more) compiled. Measured: the interpreted gap
+    law (``models.drivetrain.gap``) is about 9x slower than compiled (two_mass+coulomb+backlash,
+    2 s at 1 kHz: 3.0 s against 0.35 s at 256 substeps); on EMPS with the wide boxes a wrong
+    backlash structure's check at 4096 substeps took about 60-120 s interpreted."""
+    sim = objective.sim
+    return n_sub * (sim.n_samples - 1) * sim.model.x.size1() >= OPTIMISE_WORK
 
 
 def _no_raise(objective: Objective, target: int, round_: int) -> str:
