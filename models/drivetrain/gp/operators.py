@@ -179,18 +179,23 @@ def extensions(ind: Individual, settings: GPSettings) -> list[Individual]:
     return out
 
 
-#: input dynamics a recording tells apart only by their detail (below the lag's corner both
-#: shift the phase by ``omega T``): a swap carries the time constant across
+#: parts a recording tells apart only by their detail, each with the parameter a swap carries
+#: across: input dynamics (below the lag's corner both shift the phase by ``omega T``), and a
+#: Stribeck torque without Coulomb friction for Coulomb friction (the breakaway torque as the
+#: Coulomb level; on EMPS with the wide boxes a search ended at one_mass+viscous+stribeck+
+#: gravity, fitness 1.60, and never tried the Coulomb model, 1.75, 2026-12-07)
 SWAPS = {Submodel.CURRENT_CONTROL: (Submodel.DELAY, "T_1", "T_d"),
-         Submodel.DELAY: (Submodel.CURRENT_CONTROL, "T_d", "T_1")}  # fmt: skip
+         Submodel.DELAY: (Submodel.CURRENT_CONTROL, "T_d", "T_1"),
+         Submodel.STRIBECK: (Submodel.COULOMB, "M_S", "M_C")}  # fmt: skip
 
 
 def swaps(
     structure: Sequence[str], parameters: dict[str, float], settings: GPSettings
 ) -> list[tuple[tuple[str, ...], dict[str, float]]]:
     """The structures one swap from ``structure`` (:data:`SWAPS`: a current loop for a dead
-    time or back, where the rules and the function set allow), each with ``parameters`` and
-    the swapped part's time constant carried over (clipped to its box)."""
+    time or back, a Stribeck torque for Coulomb friction, where the rules and the function set
+    allow and the other part is not there yet), each with ``parameters`` without the swapped
+    part's and its carried parameter across (clipped to its box)."""
     kinds, allowed = canonical(structure), set(_allowed(settings))
     out = []
     for kind in kinds:
@@ -201,7 +206,8 @@ def swaps(
         if not can_add(rest, other):
             continue
         (spec,) = settings.specs(other)
-        params = {k: v for k, v in parameters.items() if k != old}
+        dropped = {sp.name for sp in settings.specs(kind)}
+        params = {k: v for k, v in parameters.items() if k not in dropped}
         params[new] = min(max(float(parameters.get(old, spec.nominal)), spec.lower), spec.upper)
         out.append((tuple(k.value for k in canonical([*rest, other])), params))
     return out

@@ -128,6 +128,24 @@ def test_a_current_loop_and_a_dead_time_are_swapped_with_their_time_constant():
     assert operators.swaps(both, {"J1": 1, "T_1": 0.004, "T_d": 0.005}, s) == []
 
 
+def test_a_stribeck_torque_without_coulomb_friction_is_swapped_for_it():
+    # EMPS with the wide boxes (seed 0, 2026-12-07): the search ended at one_mass+viscous+
+    # stribeck+gravity and never fitted the Coulomb model, which is fitter; the stage fits it,
+    # the breakaway torque as the Coulomb level, the Stribeck velocity dropped
+    s = GPSettings()
+    params = {"J1": 0.01, "f_v": 0.01, "M_S": 0.3, "dq0": 1.0, "M_G": 0.1}  # inside the boxes
+    best = _ev(["one_mass", "viscous", "stribeck", "gravity"], 1.6, **params)
+    (swap,) = operators.swaps(best.structure, best.parameters, s)
+    assert swap == (("one_mass", "coulomb", "viscous", "gravity"),
+                    {"J1": 0.01, "f_v": 0.01, "M_C": 0.3, "M_G": 0.1})  # fmt: skip
+    jobs = {sp.structure for _, sp in finalists.candidates(best, [best], s, set(), 0)}
+    assert swap[0] in jobs
+    # no swap back (Coulomb friction is the usual part), none with both frictions
+    assert operators.swaps(swap[0], swap[1], s) == []
+    both = ("one_mass", "coulomb", "stribeck")
+    assert operators.swaps(both, {"J1": 1, "M_C": 1, "M_S": 1, "dq0": 1}, s) == []
+
+
 def test_final_settings_continue_without_screening_in_the_search_time_limit():
     s = GPSettings(identification=IdentificationSettings(time_limit_s=77.0))
     ident = finalists.final_settings(s).identification
