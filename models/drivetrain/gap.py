@@ -9,14 +9,15 @@ column is zero). :func:`gap_substep` instead:
 
 - inside the gap (``-2 alpha < lambda < 0``): a flight step (smooth);
 - when that step leaves the gap: the impact's fraction ``s`` of the substep on the step's
-  cubic Hermite interpolant (a linear guess, one Newton step kept inside the bracket the
-  guess gives), the interpolant's state there with ``lambda`` on the wall, and a step of the
-  wall law over the rest ``(1 - s) h`` with the input's first-order hold from there;
+  cubic Hermite interpolant (a linear guess, one safeguarded Newton step: the slope, or the
+  chord of the bracket the guess gives where that is steeper), the interpolant's state there
+  with ``lambda`` on the wall, and a step of the wall law over the rest ``(1 - s) h`` with
+  the input's first-order hold from there;
 - on a wall: a step of the wall law over ``h``;
 - the end state's ``lambda`` clipped to ``[-2 alpha, 0]``.
 
 The map is continuous in the state and the parameters (``s -> 1``: the flight step; ``s ->
-0``: the wall step; the bracket keeps ``s`` continuous where Newton's step would leave it)
+0``: the wall step; the safeguarded step is continuous and stays in its bracket)
 and differentiable between impacts, so forward sensitivities carry the impacts' timing (the
 saltation terms). Not located: a separation from a wall (the wall law's kink where ``raw``
 changes sign: continuous, no jump in the vector field) and a flight that leaves the gap and
@@ -72,11 +73,16 @@ def gap_substep(model: StateSpace, fx: ca.Function, x: ca.SX, u3: ca.SX, h: floa
     span = ca.if_else(impact, lam1 - lam0, 1)
     guess = ca.fmin(1, ca.fmax(0, (wall - lam0) / span))
     at, slope = hermite(guess)
-    past = (at[il] - wall) * span > 0  # the interpolant is beyond the wall at the guess
-    lo, hi = ca.if_else(past, 0, guess), ca.if_else(past, guess, 1)
-    steep = ca.logic_and(impact, slope[il] != 0)
-    newton = guess - ca.if_else(steep, (at[il] - wall) / ca.if_else(steep, slope[il], 1), 0)
-    s = ca.if_else(impact, ca.fmin(hi, ca.fmax(lo, newton)), 0)
+    # a safeguarded Newton step: the interpolant's slope at the guess, or where that is
+    # flatter than the chord of the bracket the guess leaves (towards the wall's side), that
+    # chord (a false-position step): it stays in the bracket and is continuous, also where
+    # the bracket changes side (there the step is 0)
+    sign = ca.sign(span)
+    past = (at[il] - wall) * sign > 0  # the interpolant is beyond the wall at the guess
+    g = ca.if_else(impact, guess, 0.5)  # strictly inside (0, 1) in an impact
+    chord = ca.if_else(past, (at[il] - lam0) / g, (lam1 - at[il]) / (1 - g))
+    step = (at[il] - wall) * sign / ca.fmax(slope[il] * sign, chord * sign)
+    s = ca.if_else(impact, guess - step, 0)
     mid, _ = hermite(s)
     start = ca.if_else(impact, ca.vertcat(mid[:il], wall, mid[il + 1 :]), x)
     us = ua + s * (ub - ua)  # the first-order hold inside the substep

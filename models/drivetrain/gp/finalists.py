@@ -13,8 +13,8 @@ The stage: the ``final_top`` fittest refined structures of the search, every str
 step simpler than the best (``operators.simplifications``) and the best with its current loop
 swapped for a dead time or back, or its Stribeck torque without Coulomb friction for Coulomb
 friction (``operators.swaps``: on seed-0 machine #2 the search had never fitted the truth, the
-answer's swap; on EMPS with the wide boxes once the Coulomb model) are identified with the continuations, without
-screening, each from its own parameters in the search or the best's, inherited, whichever
+answer's swap; on EMPS with the wide boxes once the Coulomb model) are identified with the
+continuations, without screening, each from its own parameters in the search or the best's, inherited, whichever
 fits better (``IndividualSpec.also``: the search's fit may have stalled; the best's alone
 where the search has none, profiled from the best's estimated friction gain:
 ``nested_gain``); the fittest by the

@@ -40,7 +40,7 @@ def _columns(smoothing: float, n_sub: int) -> tuple[np.ndarray, np.ndarray]:
 
 @pytest.mark.parametrize("n_sub", [2, 16])
 def test_the_exact_gap_laws_jacobian_carries_the_impacts(n_sub: int) -> None:
-    """The exact law locates each impact inside its substep (``simulate._gap_substep``), so
+    """The exact law locates each impact inside its substep (``models.drivetrain.gap``), so
     its sensitivities carry the impacts' timing: every column agrees with central differences
     within 1 % (measured at most 0.14 % at 16 substeps: the differences' own truncation
     error). The switching law it replaced had 30-100 % errors and a zero ``alpha`` column."""

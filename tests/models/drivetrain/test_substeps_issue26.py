@@ -126,7 +126,7 @@ def test_a_backlash_fit_reaches_the_noise_floor_at_the_stability_count(monkeypat
     """From the true parameters (the discretisation alone, not the global search), with the
     data preset's wide boxes and the machine's own friction gain, the accuracy check off: the
     step-size rule at the truth asks for 1 substep, and with the impacts located inside the
-    substep (``simulate._gap_substep``) the fit ends at the noise floor there (measured 0.93;
+    substep (``models.drivetrain.gap``) the fit ends at the noise floor there (measured 0.93;
     the bound 1.1 is the benchmark's 'reached' of 2 tightened) and its simulation matches the
     noise-free solve_ivp output to a tenth of the floor (measured 0.090: about the share of
     the noise 9 parameters fit through the 25 Hz prefilter). The switching law it replaced
