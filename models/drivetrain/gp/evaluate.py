@@ -263,7 +263,7 @@ def _identify(
                                                 ident, extend, minimise, settle, given)  # fmt: skip
     else:
         timed_out, message = minimise(objective, starts, max_nfev, ident, extend)
-    if not timed_out:  # after a continuation the exact law's Jacobian is of no use: short refits
+    if not timed_out:  # after a smoothing continuation (an option): short refits
         short = (ident.screen_nfev or 10, 0) if widths else (max_nfev, extend)
         try:
             timed_out, settled = settle(objective, *short, ident, accuracy=full_fit)
