@@ -35,7 +35,7 @@ import casadi as ca
 
 from models.drivetrain.kit import StateSpace
 
-__all__ = ["gap_substep", "rk4"]
+__all__ = ["gap_substep", "rk4"]  # rk4: the simulator's plain substep too (simulate.py)
 
 
 def rk4(fx: ca.Function, x: ca.SX, u3: list, p: ca.SX, h: ca.SX | float) -> ca.SX:

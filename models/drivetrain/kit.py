@@ -58,7 +58,7 @@ class StateSpace:
     f_tanh: float
     backlash_smoothing: float = 0.0
     #: ``f`` with the gap state free of its walls (``lambda' = raw``): the exact gap law's
-    #: flight between impacts (``models.drivetrain.simulate`` locates the impacts); else None
+    #: flight between impacts (``models.drivetrain.gap`` locates the impacts); else None
     f_free: ca.SX | None = None
 
     @property

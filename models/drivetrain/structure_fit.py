@@ -56,7 +56,7 @@ from models.drivetrain.submodels import parse_structure
 FIT_STARTS = 8
 #: a named structure's fit continues from one inertia fewer (``IdentificationSettings``; off
 #: in a search, for its time; no backlash smoothing: the exact gap law's sensitivities carry
-#: its impacts, ``models.drivetrain.simulate``), with rounds of 100 evaluations
+#: its impacts, ``models.drivetrain.gap``), with rounds of 100 evaluations
 #: (40: a four-mass's fit crept along a valley, < 1 % per round, and stopped at 1e-3 of
 #: ``sum y^2``; with 100 exact, ``drive_recovery kit``) and a time limit of 600 s (a four-mass
 #: with backlash fits a three- and a two-mass first: 120 s cut it short at load 5 on 2 cores)

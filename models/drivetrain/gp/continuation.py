@@ -1,7 +1,7 @@
 """Continuations of a full identification (issue 26): from one inertia fewer and over a
 grid of spring scales (ladders, below), and, off by default since 2026-12-07, in the backlash
 smoothing (``IdentificationSettings.backlash_smoothing``; ``structure_fit.CONTINUATION`` no
-longer sets it: the exact law now locates its impacts, ``models.drivetrain.simulate``, and
+longer sets it: the exact law now locates its impacts, ``models.drivetrain.gap``, and
 its own fit reaches the optimum, e.g. the kit's two_mass+coulomb+backlash to 1.3e-27 of
 ``sum y^2`` in 1.3 s where this smoothing took 22 s to 1.5e-9). What follows describes the
 smoothing as it was needed until then.

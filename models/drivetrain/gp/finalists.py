@@ -14,11 +14,10 @@ step simpler than the best (``operators.simplifications``) and the best with its
 swapped for a dead time or back, or its Stribeck torque without Coulomb friction for Coulomb
 friction (``operators.swaps``: on seed-0 machine #2 the search had never fitted the truth, the
 answer's swap; on EMPS with the wide boxes once the Coulomb model) are identified with the
-continuations, without screening, each from its own parameters in the search or the best's, inherited, whichever
-fits better (``IndividualSpec.also``: the search's fit may have stalled; the best's alone
-where the search has none, profiled from the best's estimated friction gain:
-``nested_gain``); the fittest by the
-search's own fitness (paper eq. 19) becomes the best. When that moved, the new best's simpler
+continuations, without screening, each from its own parameters in the search or the best's,
+inherited, whichever fits better (``IndividualSpec.also``: the search's fit may have
+stalled; the best's alone where the search has none, profiled from the best's estimated
+friction gain: ``nested_gain``); the fittest by the search's own fitness (paper eq. 19) becomes the best. When that moved, the new best's simpler
 neighbours and swaps are identified likewise, at most
 ``final_rounds`` rounds in all. A fit of this stage replaces the search's fit of the same
 structure where it is fitter (the evidence's rival table then uses it). Every fit is a row of
