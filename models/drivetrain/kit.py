@@ -16,6 +16,7 @@ Deviation from the paper, on purpose: viscous friction ``-f_v dq1`` is linear an
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -90,11 +91,17 @@ class StateSpace:
         )  # fmt: skip
 
     def values(self, parameters: Mapping[str, float] | None = None) -> np.ndarray:
-        """Parameter vector from a name->value mapping (missing names: nominal)."""
+        """Parameter vector from a name->value mapping (missing names: nominal). A given value
+        must be finite and, where the box is positive (inertias, stiffnesses, friction, the gap,
+        lags: all but a torque that may take either sign), > 0: a zero gap or a negative inertia
+        is named here instead of simulating a machine that cannot exist."""
         parameters = parameters or {}
         unknown = set(parameters) - set(self.param_names)
         if unknown:
             raise InputError(f"unknown parameter(s) {sorted(unknown)} for {self.names()}")
+        for s in self.specs:
+            if s.name in parameters:
+                _check_value(s, parameters[s.name])
         return np.array([float(parameters.get(s.name, s.nominal)) for s in self.specs])
 
     def names(self) -> list[str]:
@@ -173,6 +180,18 @@ class DriveTrainKit:
 #: The assembly steps of `assemble`, in their order; each submodel row (`submodels.KIT`) names
 #: the step that adds it (`io`, the actuator and sensor at inertia 1, belongs to none).
 STEPS = ("ladder", "friction", "gravity", "backlash", "io", "current_control", "delay")
+
+
+def _check_value(spec: ParameterSpec, value: object) -> None:
+    try:
+        x = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InputError(f"parameter {spec.name}: {value!r} is not a number") from None
+    if not math.isfinite(x):
+        raise InputError(f"parameter {spec.name}: {value!r} is not a finite number")
+    if spec.lower > 0.0 and not x > 0.0:
+        raise InputError(f"parameter {spec.name} = {x:g}: {spec.description or spec.name} "
+                         f"[{spec.unit}] must be > 0")  # fmt: skip
 
 
 def _parameter_symbols(

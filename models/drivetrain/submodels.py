@@ -25,6 +25,7 @@ the Enum) pick it up.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
@@ -212,6 +213,11 @@ def parameter_specs(
             spec = spec.with_nominal(float(nominals[key_n]))
         if bounds and key_b in bounds:
             lo, hi = (float(v) for v in bounds[key_b])
+            if not (math.isfinite(lo) and math.isfinite(hi)):
+                raise InputError(f"bounds of {spec.name} must be finite, got [{lo:g}, {hi:g}]")
+            if spec.lower > 0.0 and not lo > 0.0:
+                raise InputError(f"bounds of {spec.name} ({spec.description}, > 0 on every "
+                                 f"machine): the lower bound must be > 0, got {lo:g}")  # fmt: skip
             if not (lo < hi) or not (lo <= spec.nominal <= hi):
                 if not lo < hi:
                     raise InputError(f"bounds of {spec.name} must satisfy lower < upper")
@@ -221,8 +227,11 @@ def parameter_specs(
     return tuple(specs)
 
 
-def canonical(structure: Iterable[Submodel | str | int]) -> tuple[Submodel, ...]:
-    """Parse and sort a structure by paper code (duplicates are kept, for rule checks)."""
+def canonical(structure: Iterable[Submodel | str | int] | str) -> tuple[Submodel, ...]:
+    """Parse and sort a structure by paper code (duplicates are kept, for rule checks); a
+    string is split at ``,``, ``;`` or ``+`` (``"two_mass+backlash"``, as results print it)."""
+    if isinstance(structure, str):
+        structure = [s for s in re.split(r"[,;+]", structure) if s.strip()]
     return tuple(sorted((Submodel.parse(s) for s in structure), key=lambda k: k.code))
 
 
@@ -263,8 +272,6 @@ def can_add(structure: Iterable[Submodel], kind: Submodel) -> bool:
 
 def parse_structure(structure: Iterable[Submodel | str | int] | str) -> tuple[Submodel, ...]:
     """Parse ``"two_mass,coulomb"`` / ``[2, 5]`` / names into a valid canonical structure."""
-    if isinstance(structure, str):
-        structure = [s for s in structure.replace(";", ",").split(",") if s.strip()]
     kinds = canonical(structure)
     problems = rule_violations(kinds)
     if problems:
