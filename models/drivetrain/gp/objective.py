@@ -54,6 +54,10 @@ class Clock:
         finally:
             self.time_limit_s, self.work_limit = limits
 
+    def seconds_left(self) -> float:
+        """Seconds left of the time limit (inf when lifted or unlimited)."""
+        return self.time_limit_s - (time.perf_counter() - self.t0)
+
     def reason(self) -> str:
         """Which limit stopped the identification (for ``Evaluation.message``)."""
         if self.work > self.work_limit:
@@ -155,10 +159,14 @@ class Objective:
             self.sim = self.make(self.sim.n_samples, n_sub)
             self.best_cost = np.inf
 
+    def work_at(self, n_sub: int) -> float:
+        """State updates of one simulation with ``n_sub`` substeps (``budget.SimulationCost``)."""
+        sim = self.sim
+        return float(simulation_cost(sim.model, sim.n_samples, sim.dt, n_sub).work)
+
     def within_limits(self, n_sub: int) -> bool:
         """Whether a simulator with ``n_sub`` substeps stays within the machine's limits."""
-        sim = self.sim
-        work = simulation_cost(sim.model, sim.n_samples, sim.dt, n_sub).work
+        work = self.work_at(n_sub)
         return n_sub <= budget.limit(budget.MAX_SUBSTEPS) and work <= budget.limit(budget.MAX_WORK)
 
     def stable_substeps(self, z: np.ndarray) -> int:
@@ -219,8 +227,7 @@ class Objective:
     @property
     def work(self) -> float:
         """The work of one simulation with the current simulator (``Clock``)."""
-        sim = self.sim
-        return simulation_cost(sim.model, sim.n_samples, sim.dt, sim.n_sub).work
+        return self.work_at(self.sim.n_sub)
 
     def held_out_rss(
         self, full: CompiledSimulator, p: np.ndarray, data: RecordingArrays, n_fit: int

@@ -9,6 +9,8 @@ stably and accurately (step doubling), bounded by ``SETTLE_ROUNDS`` and the mach
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 from scipy.optimize import least_squares
 
@@ -41,6 +43,10 @@ MAX_JUMP = 16
 #: one raise to the next (a first-order error's square falls 4x per doubling; the located
 #: impacts' measured 3.7-88x)
 CONVERGENCE = 0.5
+#: a refit after a raise simulates at least this often at the new count (a residual and a
+#: Jacobian: ``Objective.jacobian`` charges ``1 + n_p`` simulations, counted as one here so
+#: that the estimate is a lower bound)
+REFIT_SIMULATIONS = 2
 EXTEND_GAIN = 0.01  # a round that lowers the cost by more than this share has not stalled
 
 
@@ -113,6 +119,7 @@ def settle(
     timed_out, message = False, ""
     previous = np.inf
     for round_ in range(SETTLE_ROUNDS + 1):
+        per_substep = 0.0  # seconds per substep of the last compiled accuracy check
         z = objective.best_z
         if objective.sim.n_sub != objective.best_n:  # best point found at another count
             objective.use(objective.best_n)
@@ -127,8 +134,11 @@ def settle(
                                    f"(beyond the machine limit, {budget.MAX_SUBSTEPS} / "
                                    f"{budget.MAX_WORK})")  # fmt: skip
             r_n = objective.raw_residual(z, objective.sim)
-            finer = objective.make(objective.sim.n_samples, 2 * n, native=_heavy(objective, 2 * n))
+            compiled = _heavy(objective, 2 * n)
+            finer = objective.make(objective.sim.n_samples, 2 * n, native=compiled)
+            t_check = time.perf_counter()
             r_2n = objective.raw_residual(z, finer)
+            per_substep = (time.perf_counter() - t_check) / (2 * n) if compiled else 0.0
             cost = float(r_n @ r_n) if np.all(np.isfinite(r_n)) else np.inf
             diff = float(np.sum((r_2n - r_n) ** 2)) if np.isfinite(cost) else np.inf
             allowed = ACCURACY * max(cost, ACCURACY_FLOOR)
@@ -142,7 +152,7 @@ def settle(
                 target = n * min(MAX_JUMP, max(2, power_of_two(ratio)))
         if target == n:
             return timed_out, message
-        why = _no_raise(objective, target, round_)
+        why = _no_raise(objective, target, round_, per_substep)
         if why:
             return timed_out, f"substeps kept at {n}: the end point asks for {target} ({why})"
         objective.use(target)
@@ -163,10 +173,25 @@ def _heavy(objective: Objective, n_sub: int) -> bool:
     return n_sub * (sim.n_samples - 1) * sim.model.x.size1() >= OPTIMISE_WORK
 
 
-def _no_raise(objective: Objective, target: int, round_: int) -> str:
-    """Why the settling may not raise the count to ``target`` ("": it may)."""
+def _no_raise(objective: Objective, target: int, round_: int, per_substep: float = 0.0) -> str:
+    """Why the settling may not raise the count to ``target`` ("": it may). Beyond the rounds
+    and the machine's limits: a refit at ``target`` needs at least two simulations there (a
+    residual and a Jacobian, ``REFIT_SIMULATIONS``); a raise whose two would pass the
+    identification's work limit, or (``per_substep``: the seconds per substep of the compiled
+    accuracy check just run, 0 when it ran interpreted) its time limit, is not begun. Measured
+    on EMPS with the wide boxes: three wrong backlash structures raised to 4096 substeps and
+    spent 121-244 s on those two simulations, past their 120 s limit."""
     if round_ == SETTLE_ROUNDS:
         return f"after {SETTLE_ROUNDS} raises"
     if not objective.within_limits(target):
         return f"beyond the machine limit, {budget.MAX_SUBSTEPS} / {budget.MAX_WORK}"
+    clock = objective.clock
+    need = REFIT_SIMULATIONS * objective.work_at(target)
+    if need > clock.work_limit - clock.work:
+        return (f"a refit there needs {need:.3g} state updates, more than the "
+                f"{clock.work_limit - clock.work:.3g} left of its work limit")  # fmt: skip
+    seconds, left = REFIT_SIMULATIONS * per_substep * target, clock.seconds_left()
+    if seconds > left:
+        return (f"a refit there needs about {seconds:.3g} s, more than the {max(left, 0.0):.3g} "
+                "s left of its time limit")  # fmt: skip
     return ""
