@@ -99,9 +99,10 @@ class StateSpace:
         unknown = set(parameters) - set(self.param_names)
         if unknown:
             raise InputError(f"unknown parameter(s) {sorted(unknown)} for {self.names()}")
-        for s in self.specs:
+        positive = {s.name for k in self.structure for s in parameter_specs(k) if s.lower > 0}
+        for s in self.specs:  # the sign is the kit's, not a box the user gave
             if s.name in parameters:
-                _check_value(s, parameters[s.name])
+                _check_value(s, parameters[s.name], s.name in positive)
         return np.array([float(parameters.get(s.name, s.nominal)) for s in self.specs])
 
     def names(self) -> list[str]:
@@ -182,14 +183,14 @@ class DriveTrainKit:
 STEPS = ("ladder", "friction", "gravity", "backlash", "io", "current_control", "delay")
 
 
-def _check_value(spec: ParameterSpec, value: object) -> None:
+def _check_value(spec: ParameterSpec, value: object, positive: bool) -> None:
     try:
         x = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise InputError(f"parameter {spec.name}: {value!r} is not a number") from None
     if not math.isfinite(x):
         raise InputError(f"parameter {spec.name}: {value!r} is not a finite number")
-    if spec.lower > 0.0 and not x > 0.0:
+    if positive and not x > 0.0:
         raise InputError(f"parameter {spec.name} = {x:g}: {spec.description or spec.name} "
                          f"[{spec.unit}] must be > 0")  # fmt: skip
 

@@ -45,24 +45,31 @@ def test_a_torque_of_either_sign_and_a_numeric_string_pass() -> None:
     np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize(
-    ("bounds", "words"),
-    [
-        ([-0.02, 0.02], "bounds of J1 .inertia 1, > 0 on every machine.: the lower bound must "
-                        "be > 0, got -0.02"),
-        ([0.0, 0.02], "the lower bound must be > 0, got 0"),
-        ([1e-3, float("inf")], "must be finite"),
-        ([float("nan"), 1.0], "must be finite"),
-    ],
-)  # fmt: skip
-def test_a_stored_model_cannot_open_a_box_below_zero(bounds: list[float], words: str) -> None:
+def test_a_stored_model_cannot_open_a_box_below_zero() -> None:
     """A product file edited by hand (or crafted): before, a box ``[-0.02, 0.02]`` let a
     negative inertia through ``from_dict`` and the simulation ran a mass < 0."""
     model = assemble(parse_structure("one_mass,viscous"))
     params = {s.name: s.nominal for s in model.specs} | {"J1": -0.01}
-    with pytest.raises(InputError, match=words):
-        DriveModel.from_dict({"structure": ["one_mass", "viscous"], "parameters": params,
-                              "dt": 1e-3, "bounds": {"J1": bounds}})  # fmt: skip
+    for box, words in (([-0.02, 0.02], "got -0.02"), ([0.0, 0.02], "got 0")):
+        with pytest.raises(InputError, match=r"bounds of J1 \(inertia 1, > 0 on every machine\)"
+                           rf": the lower bound must be > 0, {words}"):  # fmt: skip
+            DriveModel.from_dict({"structure": ["one_mass", "viscous"], "parameters": params,
+                                  "dt": 1e-3, "bounds": {"J1": box}})  # fmt: skip
+
+
+@pytest.mark.parametrize("box", [(1e-3, float("inf")), (float("nan"), 1.0), (-float("inf"), 0.1)])
+def test_a_box_must_be_finite(box: tuple[float, float]) -> None:
+    with pytest.raises(InputError, match="bounds of M_G must be finite"):
+        assemble(parse_structure("one_mass,gravity"), bounds={"M_G": box})
+
+
+def test_the_sign_rule_is_the_kits_not_the_users_box() -> None:
+    """A box the user gives does not make a torque of either sign positive, nor may it make
+    a positive quantity's values free."""
+    y = simulate("one_mass,gravity", TORQUE, 1e-3, {"M_G": -0.1}, bounds={"M_G": (0.1, 0.5)})
+    assert np.all(np.isfinite(y))
+    with pytest.raises(InputError, match=r"J1 = -0\.01"):
+        assemble(parse_structure("one_mass,gravity")).values({"J1": -0.01})
 
 
 def test_a_structure_string_splits_at_the_separators_results_print() -> None:

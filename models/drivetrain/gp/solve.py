@@ -43,9 +43,9 @@ MAX_JUMP = 16
 #: one raise to the next (a first-order error's square falls 4x per doubling; the located
 #: impacts' measured 3.7-88x)
 CONVERGENCE = 0.5
-#: a refit after a raise simulates at least this often at the new count (a residual and a
-#: Jacobian: ``Objective.jacobian`` charges ``1 + n_p`` simulations, counted as one here so
-#: that the estimate is a lower bound)
+#: a refit after a raise takes at least this many simulations' time at the new count (a
+#: residual and a Jacobian; the Jacobian's forward sensitivities cost more than one
+#: simulation, counted as one so that the estimate is a lower bound)
 REFIT_SIMULATIONS = 2
 EXTEND_GAIN = 0.01  # a round that lowers the cost by more than this share has not stalled
 
@@ -115,7 +115,9 @@ def settle(
     accuracy raises stop when the step-doubling difference does not at least halve from one
     raise to the next (``CONVERGENCE``: RK4's error then does not fall with the step, e.g. a
     wrong backlash structure chattering in its gap on EMPS, which asked for 32,768 substeps).
-    Each stop keeps the count reached and says so in the message."""
+    A raise whose refit the identification's work or time limit cannot afford
+    (:func:`_unaffordable`) is not begun: it stops as the limit would have stopped it, timed
+    out. Each stop keeps the count reached and says so in the message."""
     timed_out, message = False, ""
     previous = np.inf
     for round_ in range(SETTLE_ROUNDS + 1):
@@ -134,11 +136,10 @@ def settle(
                                    f"(beyond the machine limit, {budget.MAX_SUBSTEPS} / "
                                    f"{budget.MAX_WORK})")  # fmt: skip
             r_n = objective.raw_residual(z, objective.sim)
-            compiled = _heavy(objective, 2 * n)
-            finer = objective.make(objective.sim.n_samples, 2 * n, native=compiled)
+            finer = objective.make(objective.sim.n_samples, 2 * n, native=_heavy(objective, 2 * n))
             t_check = time.perf_counter()
             r_2n = objective.raw_residual(z, finer)
-            per_substep = (time.perf_counter() - t_check) / (2 * n) if compiled else 0.0
+            per_substep = (time.perf_counter() - t_check) / (2 * n) if finer.native else 0.0
             cost = float(r_n @ r_n) if np.all(np.isfinite(r_n)) else np.inf
             diff = float(np.sum((r_2n - r_n) ** 2)) if np.isfinite(cost) else np.inf
             allowed = ACCURACY * max(cost, ACCURACY_FLOOR)
@@ -152,9 +153,12 @@ def settle(
                 target = n * min(MAX_JUMP, max(2, power_of_two(ratio)))
         if target == n:
             return timed_out, message
-        why = _no_raise(objective, target, round_, per_substep)
-        if why:
-            return timed_out, f"substeps kept at {n}: the end point asks for {target} ({why})"
+        why = _no_raise(objective, target, round_)
+        limit = "" if why else _unaffordable(objective, target, per_substep)
+        if why or limit:  # a limit's stop is a time-out, as the refit's own would have been
+            return bool(limit), f"substeps kept at {n}: the end point asks for {target} " + (
+                f"({why or limit})"
+            )
         objective.use(target)
         timed_out, message = minimise(objective, [z], max_nfev, ident, extend, fixed=True)
         if timed_out:
@@ -173,25 +177,29 @@ def _heavy(objective: Objective, n_sub: int) -> bool:
     return n_sub * (sim.n_samples - 1) * sim.model.x.size1() >= OPTIMISE_WORK
 
 
-def _no_raise(objective: Objective, target: int, round_: int, per_substep: float = 0.0) -> str:
-    """Why the settling may not raise the count to ``target`` ("": it may). Beyond the rounds
-    and the machine's limits: a refit at ``target`` needs at least two simulations there (a
-    residual and a Jacobian, ``REFIT_SIMULATIONS``); a raise whose two would pass the
-    identification's work limit, or (``per_substep``: the seconds per substep of the compiled
-    accuracy check just run, 0 when it ran interpreted) its time limit, is not begun. Measured
-    on EMPS with the wide boxes: three wrong backlash structures raised to 4096 substeps and
-    spent 121-244 s on those two simulations, past their 120 s limit."""
+def _no_raise(objective: Objective, target: int, round_: int) -> str:
+    """Why the settling may not raise the count to ``target`` ("": it may)."""
     if round_ == SETTLE_ROUNDS:
         return f"after {SETTLE_ROUNDS} raises"
     if not objective.within_limits(target):
         return f"beyond the machine limit, {budget.MAX_SUBSTEPS} / {budget.MAX_WORK}"
+    return ""
+
+
+def _unaffordable(objective: Objective, target: int, per_substep: float) -> str:
+    """Why the identification's limits cannot afford a refit at ``target`` ("": they can).
+    A refit there charges at least a residual and a Jacobian (``2 + n_p`` simulations'
+    work, ``Objective.jacobian``) and takes at least two simulations' time: ``per_substep``
+    seconds a substep, as the compiled accuracy check just ran (0: it ran interpreted, no
+    estimate). Measured on EMPS with the wide boxes: three wrong backlash structures raised
+    to 4096 substeps spent 121-244 s on those two simulations, past their 120 s limit."""
     clock = objective.clock
-    need = REFIT_SIMULATIONS * objective.work_at(target)
+    need = (2 + objective.best_z.size) * objective.work_at(target)
     if need > clock.work_limit - clock.work:
-        return (f"a refit there needs {need:.3g} state updates, more than the "
-                f"{clock.work_limit - clock.work:.3g} left of its work limit")  # fmt: skip
+        return (f"work limit {clock.work_limit:.3g} state updates: a refit there needs "
+                f"{need:.3g}, {clock.work_limit - clock.work:.3g} are left")  # fmt: skip
     seconds, left = REFIT_SIMULATIONS * per_substep * target, clock.seconds_left()
-    if seconds > left:
-        return (f"a refit there needs about {seconds:.3g} s, more than the {max(left, 0.0):.3g} "
-                "s left of its time limit")  # fmt: skip
+    if left <= 0.0 or seconds > left:
+        return (f"time limit {clock.time_limit_s:g} s: a refit there needs about {seconds:.3g} "
+                f"s, {max(left, 0.0):.3g} s are left")  # fmt: skip
     return ""
