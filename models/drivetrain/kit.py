@@ -92,9 +92,10 @@ class StateSpace:
 
     def values(self, parameters: Mapping[str, float] | None = None) -> np.ndarray:
         """Parameter vector from a name->value mapping (missing names: nominal). A given value
-        must be finite and, where the box is positive (inertias, stiffnesses, friction, the gap,
-        lags: all but a torque that may take either sign), > 0: a zero gap or a negative inertia
-        is named here instead of simulating a machine that cannot exist."""
+        must be finite and, where the kit's quantity is positive (inertias, stiffnesses,
+        friction, the gap, lags: all but the torque ``M_G``, of either sign, whatever box the
+        user gave), > 0: a zero gap or a negative inertia is named here instead of simulating
+        a machine that cannot exist."""
         parameters = parameters or {}
         unknown = set(parameters) - set(self.param_names)
         if unknown:
