@@ -23,8 +23,8 @@ from models.drivetrain.simulate import simulate
 from models.drivetrain.submodels import (
     DEFAULT_F_TANH,
     Submodel,
-    parameter_specs,
     parse_structure,
+    positive_parameters,
 )
 
 #: the largest magnitude a drive recording may hold (``schemas.drive.MAX_MAGNITUDE``; not
@@ -67,7 +67,7 @@ def _check_overrides(kinds: Iterable[Submodel], overrides: Mapping[str, float]) 
     """Every true value finite and, for a parameter whose box is positive (all but the gravity
     torque ``M_G``), > 0: a zero or negative inertia, stiffness or friction is named here,
     not reported as a diverged simulation (issue 28)."""
-    positive = {s.name for k in kinds for s in parameter_specs(k) if s.lower > 0}
+    positive = positive_parameters(tuple(kinds))
     for name, value in overrides.items():
         if not math.isfinite(float(value)) or abs(float(value)) > MAX_MAGNITUDE:
             raise InputError(f"--set {name}={value!r}: a true value must be a finite number "

@@ -32,6 +32,7 @@ from models.drivetrain.submodels import (
     codes,
     parameter_specs,
     parse_structure,
+    positive_parameters,
 )
 
 
@@ -100,8 +101,8 @@ class StateSpace:
         unknown = set(parameters) - set(self.param_names)
         if unknown:
             raise InputError(f"unknown parameter(s) {sorted(unknown)} for {self.names()}")
-        positive = {s.name for k in self.structure for s in parameter_specs(k) if s.lower > 0}
-        for s in self.specs:  # the sign is the kit's, not a box the user gave
+        positive = positive_parameters(self.structure)
+        for s in self.specs:
             if s.name in parameters:
                 _check_value(s, parameters[s.name], s.name in positive)
         return np.array([float(parameters.get(s.name, s.nominal)) for s in self.specs])

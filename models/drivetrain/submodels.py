@@ -227,6 +227,12 @@ def parameter_specs(
     return tuple(specs)
 
 
+def positive_parameters(structure: Iterable[Submodel | str | int] | str) -> set[str]:
+    """Names of the structure's parameters that are > 0 on every machine (the kit's own boxes,
+    whatever box a user gives): all but a torque of either sign (``M_G``)."""
+    return {s.name for k in canonical(structure) for s in parameter_specs(k) if s.lower > 0}
+
+
 def canonical(structure: Iterable[Submodel | str | int] | str) -> tuple[Submodel, ...]:
     """Parse and sort a structure by paper code (duplicates are kept, for rule checks); a
     string is split at ``,``, ``;`` or ``+`` (``"two_mass+backlash"``, as results print it)."""
