@@ -63,17 +63,18 @@ class Submodel(StrEnum):
         if isinstance(value, Submodel):
             return value
         text = str(value).strip().lower()
+        shown = repr(text if len(text) <= 40 else text[:40] + "...")  # a crafted name's echo
         if text.isdigit():
             for kind, code in _CODES.items():
-                if code == int(text):
+                if len(text) <= 4 and code == int(text):  # (int() refuses 4301 digits)
                     return kind
             valid = ", ".join(str(c) for c in sorted(_CODES.values()))
-            raise InputError(f"unknown submodel code {text!r} (valid: {valid})")
+            raise InputError(f"unknown submodel code {shown} (valid: {valid})")
         try:
             return cls(text)
         except ValueError:
             names = ", ".join(k.value for k in cls)
-            raise InputError(f"unknown submodel {value!r} (valid: {names})") from None
+            raise InputError(f"unknown submodel {shown} (valid: {names})") from None
 
 
 @dataclass(frozen=True)

@@ -80,3 +80,13 @@ def test_a_structure_string_splits_at_the_separators_results_print() -> None:
         assert canonical(text) == want
     with pytest.raises(InputError, match="unknown submodel 'spring'"):
         parse_structure("two_mass+spring")
+
+
+def test_a_crafted_submodel_name_is_refused_with_a_short_echo() -> None:
+    """5000 digits raised ``ValueError`` from ``int()`` (Python's 4300-digit limit), not a
+    named error; a 10,000-letter name was echoed whole."""
+    with pytest.raises(InputError, match=r"unknown submodel code '1111.*\.\.\.' \(valid"):
+        parse_structure("two_mass+" + "1" * 5000)
+    with pytest.raises(InputError, match="unknown submodel") as info:
+        parse_structure("two_mass+" + "a" * 10_000)
+    assert len(str(info.value)) < 300
