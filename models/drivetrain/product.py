@@ -138,8 +138,11 @@ class DriveModel:
     def _checked_parameters(self) -> dict[str, float]:
         """The parameters in the model's order; every one present, finite, inside its box."""
         values = _number_map(self.parameters, "parameters")
-        specs = [s for k in self.structure
-                 for s in parameter_specs(k, self.nominals, self.bounds)]  # fmt: skip
+        try:
+            specs = [s for k in self.structure
+                     for s in parameter_specs(k, self.nominals, self.bounds)]  # fmt: skip
+        except InputError as exc:  # a box the kit refuses (bounds of J1 opened to <= 0)
+            raise InputError(f"drive model: {exc}") from None
         names = [s.name for s in specs]
         missing = [n for n in names if n not in values]
         unknown = sorted(set(values) - set(names))

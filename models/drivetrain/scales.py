@@ -279,7 +279,8 @@ class Scales:
         d = 0.1 * math.sqrt(c * J / 4)
         # a light load on a stiff shaft shows no resonance: the spring may be as soft as the
         # smallest share of the inertia resonating at the lowest frequency the record resolves
-        slowest = min((f for f, _r2 in self.grid), default=resonance)
+        # (the lowest cut-off of the rigid fit's grid; none in an unfiltered fit, ``[0]``)
+        slowest = min((f for f, _r2 in self.grid if f > 0), default=resonance)
         c_low = (2 * math.pi * slowest) ** 2 * INERTIA_SHARE[0] * J
         for i in range(1, 4):
             nominals[f"c{i}"], bounds[f"c{i}"] = (

@@ -51,8 +51,8 @@ def test_a_stored_model_cannot_open_a_box_below_zero() -> None:
     model = assemble(parse_structure("one_mass,viscous"))
     params = {s.name: s.nominal for s in model.specs} | {"J1": -0.01}
     for box, words in (([-0.02, 0.02], "got -0.02"), ([0.0, 0.02], "got 0")):
-        with pytest.raises(InputError, match=r"bounds of J1 \(inertia 1, > 0 on every machine\)"
-                           rf": the lower bound must be > 0, {words}"):  # fmt: skip
+        with pytest.raises(InputError, match=r"^drive model: bounds of J1 \(inertia 1, > 0 on "
+                           rf"every machine\): the lower bound must be > 0, {words}"):  # fmt: skip
             DriveModel.from_dict({"structure": ["one_mass", "viscous"], "parameters": params,
                                   "dt": 1e-3, "bounds": {"J1": box}})  # fmt: skip
 

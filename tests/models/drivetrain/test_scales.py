@@ -14,7 +14,7 @@ from methods.errors import InputError
 from models.drivetrain import reference_recording
 from models.drivetrain.gp.presets import EMPS_PUBLISHED, data_settings
 from models.drivetrain.scales import Scales, estimate_scales, one_two_five
-from models.drivetrain.submodels import Submodel
+from models.drivetrain.submodels import Submodel, parameter_specs
 from schemas.drive import load_emps
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -129,3 +129,18 @@ def test_a_recording_without_motion_both_ways_is_refused() -> None:
     rec = reference_recording(["one_mass", "viscous"])
     with pytest.raises(InputError, match="motion in both directions"):
         estimate_scales(rec[rec["velocity_rad_s"] >= 0])
+
+
+def test_an_unfiltered_fit_gives_boxes_every_structure_accepts() -> None:
+    """``cutoffs=[0]`` (the unfiltered fit) has no lowest cut-off to draw the softest spring
+    from: the springs' lower bounds stay above zero, as the kit requires, instead of a
+    ``bounds of c1`` refusal the user never wrote (session 29's review)."""
+    rec = reference_recording(["one_mass", "coulomb", "viscous", "gravity"],
+                              overrides={"M_G": 0.05})  # fmt: skip
+    s = estimate_scales(rec, cutoffs=[0])
+    assert s.grid[0][0] == 0.0 and s.r2 > 0.99
+    nominals, bounds, _gain = s.nominals(wide=True)
+    for kind in Submodel:  # parameter_specs refuses a box at or below zero for these
+        for spec in parameter_specs(kind, nominals, bounds):
+            assert spec.lower < spec.nominal < spec.upper or spec.name == "M_G", spec
+            assert spec.name == "M_G" or spec.lower > 0, spec
