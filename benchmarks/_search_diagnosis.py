@@ -178,22 +178,42 @@ def miss_kind(r: dict) -> str:
     significantly better is *not supported by the data* (its extra parts within the noise:
     the rule's answer is right by its own standard), one that does was *missed by the rule*;
     an answer richer than the truth that fits significantly better means the truth's fit
-    stalled; otherwise (or not nested) eq. 19 preferred the answer."""
+    stalled; otherwise (or not nested) eq. 19 preferred the answer. A truth the search never
+    refined is judged the same way by its fit alone at the answer's settings, where
+    ``--diagnose`` made one (``truth_alone``: "the truth never tried; alone supported by the
+    data" is the search's miss, "... not supported" none by the rule's own standard)."""
     rel, t, sel = r["relation"], r.get("truth_in_search"), r.get("selection")
     head = f"another structure ({rel})"
     sel = sel if isinstance(sel, dict) else {}  # a hand-edited or foreign row: the relation
     if t is not None and not isinstance(t, dict):
         return head
-    if t is None or not t.get("refined"):
-        return f"{head}: the truth {'never tried' if t is None else 'only screened'}"
-    if not sel or "n_params" not in t or not sel.get("alpha"):
+    alone = t is None or not t.get("refined")
+    if alone:
+        head += f": the truth {'never tried' if t is None else 'only screened'}"
+        t = _alone(r.get("truth_alone"))
+        if t is None or not sel.get("alpha"):
+            return head
+    elif not sel or "n_params" not in t or not sel.get("alpha"):
         return head
     _p, supported = nested_test(rel, r["rss"], r["d"], t["rss"], t["n_params"], sel)
+    if rel == "simpler" and alone:  # the search's miss, or none by the rule's own standard
+        return f"{head}; alone {'supported' if supported else 'not supported'} by the data"
+    head += "; alone:" if alone else ":"
     if rel == "simpler":  # nan (no degrees of freedom): not supported
-        return f"{head}: the truth {'missed by the rule' if supported else 'not supported by the data'}"
+        return (
+            f"{head} the truth {'missed by the rule' if supported else 'not supported by the data'}"
+        )
     if rel == "richer" and not supported:
-        return f"{head}: the truth's fit stalled (the answer significantly better)"
-    return f"{head}: eq. 19 preferred it (truth fitness {t['fitness']:.3g} < {r['fitness']:.3g})"
+        return f"{head} the truth's fit stalled (the answer significantly better)"
+    return f"{head} eq. 19 preferred it (truth fitness {t['fitness']:.3g} < {r['fitness']:.3g})"
+
+
+def _alone(a: object) -> dict | None:
+    """A row's ``truth_alone`` (``--diagnose``) as ``truth_in_search``'s fields, or None
+    (none made, or a hand-edited row without its numbers)."""
+    if not isinstance(a, dict) or not all(k in a for k in ("rss", "d", "fitness")):
+        return None
+    return {"rss": a["rss"], "n_params": a["d"], "fitness": a["fitness"]}
 
 
 def nested_test(

@@ -90,12 +90,13 @@ PREFILTER = "default"  # --prefilter: default (25 Hz), spectrum or a cut-off in 
 CONTINUE = True  # --continuation off: without drive fit's continuations (the search's fit)
 
 
-def identify_truth(structure, rec, stage: bool = False):
-    """(evaluation, settings) of the true structure alone with the data preset (with
+def identify_truth(structure, rec, stage: bool = False, settings=None):
+    """(evaluation, settings) of the true structure alone with the data preset, or with
+    ``settings`` (a search's answer's: its prefilter, widened or not, and boxes) (with
     ``--friction-gain profile``: over the friction gain, ``models.drivetrain.friction_gain``;
     the settings returned carry the chosen gain; ``stage``: over the gain as the search's final
     stage identifies, ``gp.final_gain``)."""
-    gp = preset_settings(rec, WIDE, PREFILTER, position="position_rad" in rec)
+    gp = settings or preset_settings(rec, WIDE, PREFILTER, position="position_rad" in rec)
     gp = continued(gp) if CONTINUE else gp
     start = tuple(sorted((sp.name, sp.nominal) for k in structure for sp in gp.specs(k)))
     spec = IndividualSpec(tuple(structure), start, refine_above=0.0)
@@ -198,7 +199,8 @@ def run_single(args, bench: Bench) -> None:
 def search_one(i: int, m, rec, args) -> dict:
     """One machine's search (``--population`` x ``--generations``, ``--workers`` processes):
     the structure found, its relation to the truth (``benchmarks._search_diagnosis``), the truth's evaluation
-    inside the search and, with ``--diagnose``, the truth fitted alone (``single``'s fit)."""
+    inside the search and, with ``--diagnose``, the truth fitted alone (``single``'s fit at
+    the answer's settings: ``miss_kind`` then judges a truth the search never refined)."""
     from benchmarks._search_diagnosis import (
         answer_facts,
         evidence_line,
@@ -234,7 +236,8 @@ def search_one(i: int, m, rec, args) -> dict:
         row |= interval_check(m.structure, m.params, s.best_parameters_, rec, gp,
                               s.best_evaluation_.n_sub, gain)  # fmt: skip
     elif args.diagnose:
-        alone, g = identify_truth(m.structure, rec, stage=s.friction_gain_["profiled"])
+        # at the answer's settings, so that the RSS compare (a widened prefilter: seed-1 #7)
+        alone, g = identify_truth(m.structure, rec, s.friction_gain_["profiled"], s.settings)
         row["truth_alone"] = {"fitness": alone.fitness, "rss": alone.rss, "f_tanh": g.f_tanh,
                               "d": alone.n_params}  # fmt: skip
     return row

@@ -70,6 +70,19 @@ def test_a_miss_is_classified_by_what_the_search_knew_of_the_truth():
     assert miss_kind(rich).endswith("the truth's fit stalled (the answer significantly better)")
     assert "eq. 19 preferred" in miss_kind(row | {"relation": "other",
                                                   "truth_in_search": truth(0.2, 5)})  # fmt: skip
+
+    # never tried, fitted alone at the answer's settings (--diagnose): the same F-test decides
+    # whether the search missed it or the data do not ask for it; a foreign truth_alone is not read
+    def alone(rss, d):
+        return row | {"truth_in_search": None, "truth_alone": truth(rss, d) | {"d": d}}
+
+    assert miss_kind(alone(0.1097, 8)).endswith("the truth never tried; alone not supported "
+                                                "by the data")  # fmt: skip
+    assert miss_kind(alone(0.092, 8)).endswith("never tried; alone supported by the data")
+    assert miss_kind(alone(0.5, 2) | {"relation": "richer"}).endswith(
+        "never tried; alone: the truth's fit stalled (the answer significantly better)")  # fmt: skip
+    assert miss_kind(row | {"truth_in_search": None, "truth_alone": {"rss": 0.09}}).endswith(
+        "the truth never tried")  # fmt: skip
     # a row from before the evidence's numbers were kept: the relation alone
     assert miss_kind(row | {"selection": {}, "truth_in_search": truth(0.092, 8)}) == (
         "another structure (simpler)")  # fmt: skip
