@@ -4,6 +4,7 @@ box-normalised coordinates, with its simulation count, best point and limits (``
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -19,6 +20,37 @@ from models.drivetrain.substeps import substeps
 
 if TYPE_CHECKING:
     from models.drivetrain.gp.evaluate import RecordingArrays
+
+
+#: a residual sample beyond this (relative to the norm of the output over the fit, so a
+#: sample 1000x the whole record's) is a diverged simulation: beyond it the residual grows
+#: with the logarithm of its size (:func:`capped`), so that a fit's cost stays finite and its
+#: gradient still points back towards the stable parameters
+R_CAP = 1e3
+#: what a sample that is not finite counts: the cap of the largest finite one
+R_TOP = R_CAP * (1.0 + math.log(np.finfo(float).max / R_CAP))
+#: a Jacobian entry beyond this is no derivative (one ulp of the normalised parameter would
+#: move a sample 200x the record's norm): it is capped here, so that scipy's trust-region
+#: algebra (``J^T J``, its singular values to the 6th power) stays finite
+J_CAP = 1e18
+
+
+def capped(r: np.ndarray) -> np.ndarray:
+    """The residual ``r`` as the fit sees it: itself up to :data:`R_CAP` in size, beyond it
+    ``R_CAP (1 + log(|r| / R_CAP))`` with its sign (continuous, and so is its slope), and
+    :data:`R_TOP` where it is not finite."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        size = np.abs(r)
+        soft = np.where(size <= R_CAP, r, np.sign(r) * R_CAP * (1.0 + np.log(size / R_CAP)))
+    return np.where(np.isfinite(r), soft, R_TOP)
+
+
+def capped_slope(r: np.ndarray) -> np.ndarray:
+    """``d capped(r) / d r`` per sample: 1 up to :data:`R_CAP`, ``R_CAP / |r|`` beyond, 0
+    where ``r`` is not finite."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        size = np.abs(r)
+        return np.where(np.isfinite(r), np.where(size <= R_CAP, 1.0, R_CAP / size), 0.0)
 
 
 class TimeLimitReached(Exception):
@@ -176,7 +208,10 @@ class Objective:
 
     def raw_residual(self, z: np.ndarray, sim: CompiledSimulator) -> np.ndarray:
         """The residual at ``z`` simulated with ``sim`` (not counted, no best point kept)."""
-        ys = sim.simulate(self.parameters(z), self.u, self.y0)
+        return self._residual_of(sim.simulate(self.parameters(z), self.u, self.y0))
+
+    def _residual_of(self, ys: np.ndarray) -> np.ndarray:
+        """The residual of the simulated output ``ys`` (uncapped)."""
         r = self.keep(ys) - self.yf
         if self.q is not None:
             r = np.concatenate([r, self.wq * (integral(ys, self.dt) + self.q[0] - self.q)])
@@ -184,8 +219,7 @@ class Objective:
 
     def residual(self, z: np.ndarray) -> np.ndarray:
         """The residual at ``z`` with the current simulator, counted and the best kept."""
-        r = self.raw_residual(z, self.sim)
-        r = np.where(np.isfinite(r), r, 1e3)
+        r = capped(self.raw_residual(z, self.sim))
         self._check(z, r)
         return r
 
@@ -199,15 +233,16 @@ class Objective:
         """The residual's Jacobian at ``z`` (counted; the time limit enforced after it too: a
         Jacobian simulates the sensitivities of every parameter, and on EMPS a fit at 4096
         substeps ended 16.6 s past its 120 s limit, ``drive_search.py emps --costliest``)."""
-        _ysim, jp = self.sim.simulate_with_jacobian(self.parameters(z), self.u, self.y0)
+        ysim, jp = self.sim.simulate_with_jacobian(self.parameters(z), self.u, self.y0)
         self.nfev += 1
         self.clock.charge(self.work * (1 + z.size))
         if self.q is not None:
             jp = np.vstack([self.keep(jp), self.wq * integral(jp, self.dt)])
         else:
             jp = self.keep(jp)
-        jz = jp * self.slopes(z) / self.scale
-        return np.where(np.isfinite(jz), jz, 0.0)
+        with np.errstate(over="ignore", invalid="ignore"):  # a diverging simulation
+            jz = capped_slope(self._residual_of(ysim))[:, None] * jp * self.slopes(z) / self.scale
+        return np.clip(np.where(np.isfinite(jz), jz, 0.0), -J_CAP, J_CAP)
 
     def _check(self, z: np.ndarray, r: np.ndarray) -> None:
         """Count the simulation, keep ``z`` if it is the best so far, enforce the time limit."""
