@@ -1,11 +1,14 @@
 """Checks of one recovered machine for ``drive_recovery.py``: the truth against the data's
-boxes, the parameters' errors and 95 % intervals, the truth's RSS in the fit's model."""
+boxes, the parameters' errors and 95 % intervals, the truth's RSS in the fit's model; and the
+kit's structures its ``kit`` mode draws from (``small_structures``)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 
+from models.drivetrain import submodels as kit
 from models.drivetrain.gp.objective import Objective
 from models.drivetrain.gp.recording import as_arrays
 from models.drivetrain.gp.signals import split_index
@@ -137,3 +140,16 @@ def residual_figures(bench, rows: list[dict]) -> None:
               / max(len(misses), 1), f"search, of the misses lacking a part ({len(misses)} with them): the "
               "answer's residual tests fail (its evidence flags a missing part)", unit="%",
               fmt=".0f")  # fmt: skip
+
+
+def small_structures(limit: int = 4) -> list[tuple[str, ...]]:
+    """Every valid structure of up to ``limit`` submodels."""
+    others = [k for k in kit.Submodel if k not in kit.MULTI_MASS]
+    out = []
+    for mass in sorted(kit.MULTI_MASS, key=lambda k: k.code):
+        for r in range(limit):
+            for extra in itertools.combinations(others, r):
+                kinds = (mass, *extra)
+                if kit.is_valid(kinds):
+                    out.append(tuple(k.value for k in kinds))
+    return out

@@ -14,7 +14,9 @@ upper-band dynamics (``dynamics_line`` prints them) for a row.
 
 ``show_search(row, load)``: one machine's line, with ``gain_line`` (the answer's friction gain).
 
-``miss_kind(row)``: why a search answered another structure (the summary's failure kinds).
+``miss_kind(row)``: why a search answered another structure (the summary's failure kinds);
+``unsupported(rows)``: the misses the data cannot tell from the truth; ``search_notes(rows)``:
+the summary's lines on widened searches and time-limit stops.
 
 ``evidence_line(selection)``: the search's choice by the data's evidence (its
 ``selection_``) as a second line (starting with a newline), or "" when it chose by the
@@ -171,49 +173,80 @@ def show_search(r: dict, load: float) -> None:
 
 
 def miss_kind(r: dict) -> str:
-    """Why a search answered another structure than the truth (a failure kind of the summary):
-    the truth never tried or only screened; else, with the row's ``selection`` (the search's
-    effective count ``n_eff``, level ``alpha / m``) and the truth's refined fit, the F-test of
-    the nested pair on the fitness RSS: a truth richer than the answer that fits no
-    significantly better is *not supported by the data* (its extra parts within the noise:
-    the rule's answer is right by its own standard), one that does was *missed by the rule*;
-    an answer richer than the truth that fits significantly better means the truth's fit
-    stalled; otherwise (or not nested) eq. 19 preferred the answer. A truth the search never
-    refined is judged the same way by its fit alone at the answer's settings, where
-    ``--diagnose`` made one (``truth_alone``: "the truth never tried; alone supported by the
-    data" is the search's miss, "... not supported" none by the rule's own standard)."""
+    """Why a search answered another structure than the truth (a failure kind of the summary).
+    The truth's best known fit: its refined fit in the search or, with ``--diagnose``, its fit
+    alone at the answer's settings (``truth_alone``), whichever has the lower RSS; none: the
+    truth never tried or only screened. Then, with the row's ``selection`` (the search's
+    effective count ``n_eff``, level ``alpha / m``), for a truth richer than the answer: a fit
+    no better than the answer's stalled (the truth nests the answer); else the F-test of the
+    nested pair on the fitness RSS: not significant, the truth is *not supported by the data*
+    (its extra parts within the noise: the answer is right by the rule's own standard);
+    significant, it was *missed by the rule* (found by the search) or *supported by the data*
+    (fitted alone: the search's miss). An answer richer than the truth that fits significantly
+    better means the truth's fit stalled. Otherwise (or not nested) eq. 19 decides: it
+    preferred the answer (the search's fit) or would prefer either (the fit alone)."""
     rel, t, sel = r["relation"], r.get("truth_in_search"), r.get("selection")
     head = f"another structure ({rel})"
     sel = sel if isinstance(sel, dict) else {}  # a hand-edited or foreign row: the relation
     if t is not None and not isinstance(t, dict):
         return head
-    alone = t is None or not t.get("refined")
-    if alone:
+    refined = bool(t and t.get("refined"))
+    searched, alone = _fit(t, "n_params") if refined else None, _fit(r.get("truth_alone"), "d")
+    if not refined:
         head += f": the truth {'never tried' if t is None else 'only screened'}"
-        t = _alone(r.get("truth_alone"))
-        if t is None or not sel.get("alpha"):
-            return head
-    elif not sel or "n_params" not in t or not sel.get("alpha"):
+    judged = isinstance(sel.get("n_eff"), int | float) and sel.get("alpha")
+    if not judged or (searched is None and alone is None):
         return head
-    _p, supported = nested_test(rel, r["rss"], r["d"], t["rss"], t["n_params"], sel)
-    if rel == "simpler" and alone:  # the search's miss, or none by the rule's own standard
-        return f"{head}; alone {'supported' if supported else 'not supported'} by the data"
-    head += "; alone:" if alone else ":"
+    by_alone = alone is not None and (searched is None or alone["rss"] < searched["rss"])
+    truth = alone if by_alone else searched
+    assert truth is not None  # (for mypy: one of the two is there)
+    if by_alone:
+        head += "; alone" if not refined else ": the truth fitted better alone"
+    if rel == "simpler" and not truth["rss"] < r["rss"]:  # (nan, inf: a failed fit)
+        return f"{head}: the truth's fit stalled (no better than the answer)"
+    _p, supported = nested_test(rel, r["rss"], r["d"], truth["rss"], truth["n_params"], sel)
     if rel == "simpler":  # nan (no degrees of freedom): not supported
-        return (
-            f"{head} the truth {'missed by the rule' if supported else 'not supported by the data'}"
-        )
+        found = "supported by the data" if by_alone else "missed by the rule"
+        return f"{head}: the truth {found if supported else 'not supported by the data'}"
     if rel == "richer" and not supported:
-        return f"{head} the truth's fit stalled (the answer significantly better)"
-    return f"{head} eq. 19 preferred it (truth fitness {t['fitness']:.3g} < {r['fitness']:.3g})"
+        return f"{head}: the truth's fit stalled (the answer significantly better)"
+    f_t, f_a = truth["fitness"], r["fitness"]
+    if not by_alone:
+        return f"{head}: eq. 19 preferred it (truth fitness {f_t:.3g} < {f_a:.3g})"
+    if f_t > f_a:
+        return f"{head}: the truth fits better by eq. 19 ({f_t:.3g} > {f_a:.3g}: the search's miss)"
+    return f"{head}: eq. 19 prefers the answer (truth fitness {f_t:.3g} <= {f_a:.3g})"
 
 
-def _alone(a: object) -> dict | None:
-    """A row's ``truth_alone`` (``--diagnose``) as ``truth_in_search``'s fields, or None
-    (none made, or a hand-edited row without its numbers)."""
-    if not isinstance(a, dict) or not all(k in a for k in ("rss", "d", "fitness")):
+def search_notes(rows: list[dict]) -> None:
+    """The summary's lines on the searches widened (``gp.widening``) and the identifications
+    stopped at their time limit (load-dependent)."""
+    widened = [r["machine"] for r in rows if r.get("widened")]
+    print(f"searched again at a wider prefilter: {len(widened)} of {len(rows)} "
+          f"(machines {', '.join(map(str, widened)) or '-'})")  # fmt: skip
+    stopped = {r["machine"]: len(r["timed_out"]) for r in rows if r.get("timed_out")}
+    print(f"identifications stopped at their time limit: {sum(stopped.values())} on "
+          f"{len(stopped)} of {len(rows)} machines ({stopped or '-'})")  # fmt: skip
+
+
+def unsupported(rows: list[dict]) -> list[dict]:
+    """The misses simpler than the truth whose truth the data do not support (``miss_kind``):
+    what the recording holds at its noise, by the search's own rule."""
+    return [r for r in rows if r["relation"] != "same"
+            and miss_kind(r).endswith("the truth not supported by the data")]  # fmt: skip
+
+
+def _fit(a: object, d_key: str) -> dict | None:
+    """A truth's fit in a row (``truth_in_search``, ``d_key`` ``n_params``; ``truth_alone``,
+    ``d``) as ``{"rss", "n_params", "fitness"}``, or None: none made, or a hand-edited row
+    whose numbers are missing or not numbers (an RSS may be inf or nan: a failed fit)."""
+    if not isinstance(a, dict):
         return None
-    return {"rss": a["rss"], "n_params": a["d"], "fitness": a["fitness"]}
+    rss, d, fitness = a.get("rss"), a.get(d_key), a.get("fitness")
+    numbers = all(isinstance(x, int | float) and not isinstance(x, bool) for x in (rss, fitness))
+    if not numbers or not isinstance(d, int) or isinstance(d, bool):
+        return None
+    return {"rss": float(rss), "n_params": d, "fitness": float(fitness)}  # type: ignore[arg-type]
 
 
 def nested_test(

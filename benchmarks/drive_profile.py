@@ -66,7 +66,7 @@ from methods.blas import single_threaded_blas
 from models.drivetrain import assemble, reference_recording
 from models.drivetrain.gp import GPSettings, IndividualSpec, StructureSearch, as_arrays, solve
 from models.drivetrain.gp.evaluate import RecordingArrays
-from models.drivetrain.gp.objective import Objective
+from models.drivetrain.gp.objective import Objective, capped
 from models.drivetrain.gp.presets import data_settings
 from models.drivetrain.gp.signals import lowpass
 from models.drivetrain.scales import estimate_scales
@@ -259,7 +259,7 @@ class Naive:
         if time.perf_counter() > self.deadline:
             raise _Timeout
         r = (self.keep(self.simulate(self.lower + self.width * z)) - self.yf) / self.scale
-        return np.where(np.isfinite(r), r, 1e3)
+        return capped(r)
 
     def residual(self, z: np.ndarray) -> np.ndarray:
         self.nres += 1

@@ -68,6 +68,7 @@ from benchmarks._recovery_checks import (
     interval_figures,
     rel_errors,
     residual_figures,
+    small_structures,
     truth_rss,
 )
 from benchmarks._report import Bench, add_arguments
@@ -90,9 +91,10 @@ PREFILTER = "default"  # --prefilter: default (25 Hz), spectrum or a cut-off in 
 CONTINUE = True  # --continuation off: without drive fit's continuations (the search's fit)
 
 
-def identify_truth(structure, rec, stage: bool = False, settings=None):
+def identify_truth(structure, rec, stage: bool = False, settings=None, estimated: bool = False):
     """(evaluation, settings) of the true structure alone with the data preset, or with
-    ``settings`` (a search's answer's: its prefilter, widened or not, and boxes) (with
+    ``settings`` (a search's answer's: its prefilter, widened or not, boxes and gain; with
+    ``estimated`` that gain was, and counts as a parameter as in the answer) (with
     ``--friction-gain profile``: over the friction gain, ``models.drivetrain.friction_gain``;
     the settings returned carry the chosen gain; ``stage``: over the gain as the search's final
     stage identifies, ``gp.final_gain``)."""
@@ -101,7 +103,7 @@ def identify_truth(structure, rec, stage: bool = False, settings=None):
     start = tuple(sorted((sp.name, sp.nominal) for k in structure for sp in gp.specs(k)))
     spec = IndividualSpec(tuple(structure), start, refine_above=0.0)
     if stage:
-        ev = final_gain.identify_over_gain(spec, as_arrays(rec), gp, seed=0)
+        ev = final_gain.identify_over_gain(spec, as_arrays(rec), gp, 0, centre_estimated=estimated)
         return ev, replace(gp, f_tanh=final_gain.gain_of(ev, gp.f_tanh))
     if not PROFILE_GAIN:
         return identify(spec, as_arrays(rec), gp, seed=0), gp
@@ -236,8 +238,9 @@ def search_one(i: int, m, rec, args) -> dict:
         row |= interval_check(m.structure, m.params, s.best_parameters_, rec, gp,
                               s.best_evaluation_.n_sub, gain)  # fmt: skip
     elif args.diagnose:
-        # at the answer's settings, so that the RSS compare (a widened prefilter: seed-1 #7)
-        alone, g = identify_truth(m.structure, rec, s.friction_gain_["profiled"], s.settings)
+        # at the answer's settings, so that the two RSS compare (a widened prefilter: seed-1 #7)
+        alone, g = identify_truth(m.structure, rec, s.friction_gain_["profiled"], s.settings,
+                                  bool(s.friction_gain_.get("estimated")))  # fmt: skip
         row["truth_alone"] = {"fitness": alone.fitness, "rss": alone.rss, "f_tanh": g.f_tanh,
                               "d": alone.n_params}  # fmt: skip
     return row
@@ -245,7 +248,14 @@ def search_one(i: int, m, rec, args) -> dict:
 
 def run_search(args, bench: Bench) -> None:
     """``--rows FILE.jsonl``: a row appended per machine, a rerun skips those (outside git)."""
-    from benchmarks._search_diagnosis import append_row, done_rows, miss_kind, show_search
+    from benchmarks._search_diagnosis import (
+        append_row,
+        done_rows,
+        miss_kind,
+        search_notes,
+        show_search,
+        unsupported,
+    )
 
     for _ in bench.runs():
         rows, kinds, done = [], Counter[str](), done_rows(args.rows, args)
@@ -271,12 +281,7 @@ def run_search(args, bench: Bench) -> None:
             elif r["outside"]:
                 kinds["structure found, a true value outside its 95 % interval"] += 1
         print("failures by kind:", dict(kinds) or "none")
-        widened = [r["machine"] for r in rows if r.get("widened")]
-        print(f"searched again at a wider prefilter: {len(widened)} of {len(rows)} "
-              f"(machines {', '.join(map(str, widened)) or '-'})")  # fmt: skip
-        stopped = {r["machine"]: len(r["timed_out"]) for r in rows if r.get("timed_out")}
-        print(f"identifications stopped at their time limit: {sum(stopped.values())} on "
-              f"{len(stopped)} of {len(rows)} machines ({stopped or '-'})")  # fmt: skip
+        search_notes(rows)
         if args.rows and not args.rows.endswith(".jsonl"):
             Path(args.rows).write_text(json.dumps(rows, indent=1, default=str))
         n = len(args.only) if args.only else args.machines  # (the refused ones count as misses)
@@ -286,30 +291,14 @@ def run_search(args, bench: Bench) -> None:
                   fmt=".0f", target=(">=", 90.0))  # fmt: skip
         bench.add("params", 100.0 * within / n, "search: exact and every identifiable parameter "
                   "within 10 %", unit="%", fmt=".0f")  # fmt: skip
-        # a simpler answer the search's own F-test cannot tell from the truth (its fit in the
-        # search, or alone with --diagnose): what the data hold at this noise, not a target
-        unseen = [r for r in rows if r["relation"] != "same"
-                  and miss_kind(r).endswith("not supported by the data")]  # fmt: skip
-        bench.add("exact_or_unsupported", 100.0 * (len(exact) + len(unseen)) / n,
+        # what the data hold at this noise by the search's own F-test, not a target
+        bench.add("exact_or_unsupported", 100.0 * (len(exact) + len(unsupported(rows))) / n,
                   "search: exact, or simpler with the truth not supported by the data",
                   unit="%", fmt=".0f")  # fmt: skip
         interval_figures(bench, exact)
         residual_figures(bench, rows)
         bench.add("wall_s", float(np.median([r["wall_s"] for r in rows] or [np.nan])),
                   "search: wall per machine, median", unit="s", fmt=".0f")  # fmt: skip
-
-
-def small_structures(limit: int = 4) -> list[tuple[str, ...]]:
-    """Every valid structure of up to ``limit`` submodels."""
-    others = [k for k in kit.Submodel if k not in kit.MULTI_MASS]
-    out = []
-    for mass in sorted(kit.MULTI_MASS, key=lambda k: k.code):
-        for r in range(limit):
-            for extra in itertools.combinations(others, r):
-                kinds = (mass, *extra)
-                if kit.is_valid(kinds):
-                    out.append(tuple(k.value for k in kinds))
-    return out
 
 
 def kit_failure(structure, rec, gp, n_sub=None, rss=None) -> str:

@@ -115,7 +115,7 @@ def _continue(
         except TimeLimitReached:
             timed_out, message = True, objective.clock.reason()
         objective.nfev += stage.nfev
-        if np.isfinite(stage.best_cost):
+        if stage.fitted():
             z, n_sub = stage.best_z, stage.best_n
             ends.append((width, objective.parameters(z)))
         if timed_out:
@@ -154,7 +154,7 @@ def screened(
     for i, z in enumerate(starts):
         stage.best_cost = np.inf
         timed_out, _message = minimise(stage, [z], SCREEN_NFEV, ident, 0)
-        if np.isfinite(stage.best_cost):
+        if stage.fitted():
             ends.append((stage.best_cost, i, stage.best_z))
             if stage.best_cost < best[0]:
                 best = (stage.best_cost, stage.best_z, stage.best_n)

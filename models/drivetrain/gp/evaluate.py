@@ -270,11 +270,11 @@ def _identify(
         except TimeLimitReached:
             timed_out, settled = True, objective.clock.reason()
         message = settled or message
-    if objective.sim.n_sub != objective.best_n or not np.isfinite(objective.best_cost):
-        objective.use(objective.best_n)
-        objective.best_cost = float(
-            np.sum(objective.raw_residual(objective.best_z, objective.sim) ** 2)
-        )
+    if objective.sim.n_sub != objective.best_n or not objective.fitted():
+        objective.use(objective.best_n)  # (a diverged best point: its RSS uncapped, or inf)
+        with np.errstate(over="ignore", invalid="ignore"):
+            r = objective.raw_residual(objective.best_z, objective.sim)
+            objective.best_cost = float(np.sum(r**2))
     n_sub = objective.best_n
     p_hat = objective.parameters(objective.best_z)
     rss_train = float(objective.best_cost) * objective.scale**2

@@ -42,7 +42,7 @@ def capped(r: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         size = np.abs(r)
         soft = np.where(size <= R_CAP, r, np.sign(r) * R_CAP * (1.0 + np.log(size / R_CAP)))
-    return np.where(np.isfinite(r), soft, R_TOP)
+    return np.where(np.isfinite(r), soft, np.where(r < 0, -R_TOP, R_TOP))
 
 
 def capped_slope(r: np.ndarray) -> np.ndarray:
@@ -102,9 +102,10 @@ class Objective:
 
     ``residual``/``jacobian``: the (pre-filtered) velocity error over the identification part
     of the record, with the weighted position error appended when ``position_weight > 0``,
-    divided by ``scale``; non-finite entries are replaced. Counts simulations (``nfev``), keeps
-    the best point seen (``best_z``, ``best_cost``) and raises :class:`TimeLimitReached` once its
-    ``clock``'s wall-clock or work limit has passed.
+    divided by ``scale``, as the fit sees it (:func:`capped` beyond :data:`R_CAP`; the Jacobian
+    its derivative, at most :data:`J_CAP`). Counts simulations (``nfev``), keeps the best point
+    seen (``best_z``, ``best_cost``: that capped cost; :meth:`fitted` whether it is a fit at all)
+    and raises :class:`TimeLimitReached` once its ``clock``'s wall-clock or work limit has passed.
     """
 
     def __init__(
@@ -165,6 +166,11 @@ class Objective:
         self.min_substeps = 1
         self.best_cost = np.inf
         self.best_z = self.normalised(start)
+
+    def fitted(self) -> bool:
+        """Whether the best point is a fit: its cost below ``R_CAP ** 2``, so no sample of it
+        diverged (and it was evaluated at all)."""
+        return bool(self.best_cost < R_CAP**2)
 
     def normalised(self, p: np.ndarray) -> np.ndarray:
         """The normalised point ``z`` in ``[0, 1]`` of a parameter vector (clipped to the box)."""

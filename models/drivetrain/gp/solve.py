@@ -83,7 +83,8 @@ def minimise(
         try:
             while True:
                 before = objective.best_cost
-                with np.errstate(over="ignore"):  # a diverging trial step overflows there
+                # a diverging trial step overflows in the simulation and its prefilter
+                with np.errstate(over="ignore"):
                     res = least_squares(objective.residual, z, jac=objective.jacobian,
                                         bounds=(0.0, 1.0), method="trf", max_nfev=max_nfev,
                                         ftol=ident.ftol, xtol=ident.xtol, gtol=ident.gtol,

@@ -206,7 +206,7 @@ def test_wide_boxes_hold_the_kits_own_parameters() -> None:
     damper box ``d/2..4d`` missed d = 0.05 on every multi-mass, the friction boxes (2x either
     side of the rigid fit) missed M_C and M_S when the fit read them 7-15x low; measured over
     all 234 structures of up to 4 submodels: 0 misses (here 20 drawn and 2 of the low reads)."""
-    from benchmarks.drive_recovery import small_structures
+    from benchmarks._recovery_checks import small_structures
 
     every = small_structures()
     rng = np.random.default_rng(26)

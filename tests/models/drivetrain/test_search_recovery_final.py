@@ -71,17 +71,41 @@ def test_a_miss_is_classified_by_what_the_search_knew_of_the_truth():
     assert "eq. 19 preferred" in miss_kind(row | {"relation": "other",
                                                   "truth_in_search": truth(0.2, 5)})  # fmt: skip
 
-    # never tried, fitted alone at the answer's settings (--diagnose): the same F-test decides
-    # whether the search missed it or the data do not ask for it; a foreign truth_alone is not read
-    def alone(rss, d):
-        return row | {"truth_in_search": None, "truth_alone": truth(rss, d) | {"d": d}}
+    # a richer truth no better than the answer it nests: its fit stalled (p 1: not the data)
+    assert miss_kind(row | {"truth_in_search": truth(0.1722, 8)}).endswith(
+        "the truth's fit stalled (no better than the answer)")  # fmt: skip
 
-    assert miss_kind(alone(0.1097, 8)).endswith("the truth never tried; alone not supported "
-                                                "by the data")  # fmt: skip
-    assert miss_kind(alone(0.092, 8)).endswith("never tried; alone supported by the data")
-    assert miss_kind(alone(0.5, 2) | {"relation": "richer"}).endswith(
+    # fitted alone at the answer's settings (--diagnose): the same rules on the better of the
+    # two fits; supported by the data, the search missed it
+    def alone(rss, d, searched=None, **more):
+        fit = {"rss": rss, "d": d, "fitness": 1 / (rss * (1 + 2 * d))}
+        return row | {"truth_in_search": searched, "truth_alone": fit} | more
+
+    assert miss_kind(alone(0.1097, 8)) == (
+        "another structure (simpler): the truth never tried; alone: the truth not supported by "
+        "the data")  # fmt: skip
+    assert miss_kind(alone(0.092, 8)).endswith(
+        "never tried; alone: the truth supported by the data"
+    )
+    assert miss_kind(alone(0.092, 8, truth(0.1722, 8))).endswith(
+        ": the truth fitted better alone: the truth supported by the data")  # fmt: skip
+    assert miss_kind(alone(0.2, 8, truth(0.092, 8))).endswith("missed by the rule")  # search's
+    assert miss_kind(alone(float("inf"), 8)).endswith("alone: the truth's fit stalled (no better "
+                                                      "than the answer)")  # fmt: skip
+    assert miss_kind(alone(0.5, 2, relation="richer")).endswith(
         "never tried; alone: the truth's fit stalled (the answer significantly better)")  # fmt: skip
-    assert miss_kind(row | {"truth_in_search": None, "truth_alone": {"rss": 0.09}}).endswith(
+    # not nested: eq. 19 alone decides, and says which way
+    assert miss_kind(alone(0.05, 5, relation="other")).endswith(
+        "the truth fits better by eq. 19 (1.82 > 0.826: the search's miss)")  # fmt: skip
+    assert miss_kind(alone(0.5, 5, relation="other")).endswith(
+        "eq. 19 prefers the answer (truth fitness 0.182 <= 0.826)")  # fmt: skip
+    # hostile rows: numbers that are not, an evidence record without its count
+    for bad in ({"rss": 0.09}, {"rss": "a", "d": 8, "fitness": 1.0},
+                {"rss": None, "d": 8, "fitness": 1.0}, {"rss": 0.09, "d": None, "fitness": 1.0},
+                {"rss": 0.09, "d": 8, "fitness": None}, "x"):  # fmt: skip
+        assert miss_kind(row | {"truth_in_search": None, "truth_alone": bad}).endswith(
+            "the truth never tried")  # fmt: skip
+    assert miss_kind(alone(0.092, 8) | {"selection": {"alpha": 0.01, "m": 4}}).endswith(
         "the truth never tried")  # fmt: skip
     # a row from before the evidence's numbers were kept: the relation alone
     assert miss_kind(row | {"selection": {}, "truth_in_search": truth(0.092, 8)}) == (
