@@ -253,7 +253,8 @@ class Objective:
     def _check(self, z: np.ndarray, r: np.ndarray) -> None:
         """Count the simulation, keep ``z`` if it is the best so far, enforce the time limit."""
         self.nfev += 1
-        cost = float(r @ r)  # finite: the residual is capped (a diverged point costs much)
+        with np.errstate(over="ignore"):  # (``residual`` caps it; uncapped: inf, never best)
+            cost = float(r @ r)
         if cost < self.best_cost:
             self.best_cost, self.best_z, self.best_n = cost, z.copy(), self.sim.n_sub
         self.clock.charge(self.work)
