@@ -15,8 +15,7 @@ upper-band dynamics (``dynamics_line`` prints them) for a row.
 ``show_search(row, load)``: one machine's line, with ``gain_line`` (the answer's friction gain).
 
 ``miss_kind(row)``: why a search answered another structure (the summary's failure kinds);
-``unsupported(rows)``: the misses the data cannot tell from the truth; ``search_notes(rows)``:
-the summary's lines on widened searches and time-limit stops.
+``search_notes(rows)``: the summary's lines on widened searches and time-limit stops.
 
 ``evidence_line(selection)``: the search's choice by the data's evidence (its
 ``selection_``) as a second line (starting with a newline), or "" when it chose by the
@@ -227,13 +226,6 @@ def search_notes(rows: list[dict]) -> None:
     stopped = {r["machine"]: len(r["timed_out"]) for r in rows if r.get("timed_out")}
     print(f"identifications stopped at their time limit: {sum(stopped.values())} on "
           f"{len(stopped)} of {len(rows)} machines ({stopped or '-'})")  # fmt: skip
-
-
-def unsupported(rows: list[dict]) -> list[dict]:
-    """The misses simpler than the truth whose truth the data do not support (``miss_kind``):
-    what the recording holds at its noise, by the search's own rule."""
-    return [r for r in rows if r["relation"] != "same"
-            and miss_kind(r).endswith("the truth not supported by the data")]  # fmt: skip
 
 
 def _fit(a: object, d_key: str) -> dict | None:
