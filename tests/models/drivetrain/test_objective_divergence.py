@@ -148,5 +148,7 @@ def test_a_fit_from_a_diverged_point_runs_without_overflow(z_c1: float) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         solve.minimise(obj, [z], 40, IDENT, fixed=True)
+    c1 = obj.parameters(obj.best_z)[C1]
+    print(f"from c1 {obj.parameters(z)[C1]:.5g}: c1 {c1:.5g}, cost {obj.best_cost:.3g}")  # -s
     assert obj.fitted() and obj.best_cost < 1.0  # a relative RSS: the zero model's is 1
     assert obj.parameters(obj.best_z)[C1] < obj.parameters(z)[C1]
