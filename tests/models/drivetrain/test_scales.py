@@ -144,3 +144,11 @@ def test_an_unfiltered_fit_gives_boxes_every_structure_accepts() -> None:
         for spec in parameter_specs(kind, nominals, bounds):
             assert spec.lower < spec.nominal < spec.upper or spec.name == "M_G", spec
             assert spec.name == "M_G" or spec.lower > 0, spec
+
+
+@pytest.mark.parametrize("cutoffs", [[], [-5.0], [float("nan")], [float("inf")], ["25"]])
+def test_cutoffs_that_are_no_frequency_are_refused_by_name(cutoffs: list) -> None:
+    """The Python API's ``cutoffs``: an empty list raised a bare ``ValueError`` from ``max``,
+    NaN gave NaN boxes, a negative one was taken as unfiltered."""
+    with pytest.raises(InputError, match="cutoffs must be Hz >= 0"):
+        estimate_scales(reference_recording(["one_mass", "viscous"]), cutoffs=cutoffs)
