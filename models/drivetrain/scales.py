@@ -368,7 +368,9 @@ def estimate_scales(
     check_excitation(u, velocity=v, source=source)
     dt = float((t[-1] - t[0]) / (t.size - 1))
     grid = rigid_grid(dt, float(t[-1] - t[0])) if cutoffs is None else list(cutoffs)
-    if not grid or not all(isinstance(f, numbers.Real) and 0 <= f < math.inf for f in grid):
+    if cutoffs is not None and not (
+        grid and all(isinstance(f, numbers.Real) and 0 <= f < math.inf for f in grid)
+    ):
         raise InputError(f"scales from the data: cutoffs must be Hz >= 0 (0: unfiltered), "
                          f"at least one, got {list(grid)[:5]!r:.80}")  # fmt: skip
     fits = [(f, *_fit(t, u, v, f)) for f in grid]
